@@ -1,0 +1,49 @@
+# Quick start: `make demo` and `make test`. Both install what is missing first.
+# Targets are idempotent; `make install` only does work when something is missing or changed.
+
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install system-packages demo test test-fast lint bench
+
+install: system-packages $(VENV)/.installed
+
+# Debian's PostgreSQL server binaries (tests start throwaway clusters) and a Java 17 runtime (Spark).
+system-packages:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	# pyspark-client (pulled by the spark provider) overwrites pyspark's files: put pyspark back.
+	$(BIN)/pip install -q --force-reinstall --no-deps pyspark==4.2.0
+	$(BIN)/spark-submit --version 2>&1 | grep -q 'version 4.2.0' || { echo "spark-submit is broken in $(VENV)"; exit 1; }
+	touch $@
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install
+	$(BIN)/python -m pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
+
+lint: install
+	$(BIN)/ruff check airflow_provider_streambed tests dags benchmarks scripts
+	$(BIN)/mypy
+
+bench: install
+	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done

@@ -1,0 +1,15 @@
+"""airflow-provider-streambed: transaction-consistent cuts of PostgreSQL tables into Iceberg.
+
+The package root imports no Airflow, so a Spark driver without Airflow can import the
+declarations. The Airflow face (``StreambedRefreshGroup``, operators, hooks) lives in
+``task_group``, ``operators`` and ``hooks``.
+"""
+
+from __future__ import annotations
+
+from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.lsn import Lsn
+
+__version__ = "0.1.0"
+
+__all__ = ["Lsn", "Member", "Mirror", "PythonMember", "RefreshGroup", "SqlMember", "__version__"]

@@ -1,0 +1,279 @@
+"""Refresh-group declarations: what users write in DAG files, validated at parse time.
+
+A :class:`RefreshGroup` names a set of output tables (members) that are always published
+together, as one transaction-consistent cut of the source database. Declarations are frozen
+dataclasses holding tuples; every check runs in ``__post_init__`` and raises
+:class:`~airflow_provider_streambed.exceptions.DeclarationError` (a ``ValueError``) naming the
+group and member at fault.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from airflow_provider_streambed.exceptions import DeclarationError
+
+GROUP_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+CALLABLE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+ATOMICITY = ("group", "per_table")
+
+
+def check_identifier(value: object, what: str) -> str:
+    """Return ``value`` if it is a quote-safe identifier, else raise naming ``what``.
+
+    Quote-safe means letters, digits and underscores, not starting with a digit, at most 63
+    characters (PostgreSQL's limit), so the name is valid unquoted in PostgreSQL, Spark SQL and
+    Iceberg and needs no escaping anywhere.
+    """
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
+        raise DeclarationError(
+            f"{what}: {value!r} is not a valid identifier "
+            "(use letters, digits and '_', not starting with a digit, at most 63 characters)"
+        )
+    return value
+
+
+def _as_names(values: object, what: str) -> tuple[str, ...]:
+    if isinstance(values, str) or not isinstance(values, (list, tuple)):
+        raise DeclarationError(f"{what}: expected a list of member names, got {values!r}")
+    return tuple(check_identifier(value, what) for value in values)
+
+
+@dataclass(frozen=True, slots=True)
+class Mirror:
+    """A member that mirrors one source table as of the cut's watermark.
+
+    Args:
+        source_table: ``"schema.table"`` or ``"table"`` (schema ``public``).
+        name: member (and Iceberg table) name; defaults to the table name.
+        append_only: accept a table without primary key or replica identity; only inserts
+            are then allowed, and every row is kept.
+    """
+
+    source_table: str
+    name: str = ""
+    append_only: bool = False
+
+    def __post_init__(self) -> None:
+        parts = self.source_table.split(".") if isinstance(self.source_table, str) else []
+        if len(parts) not in (1, 2):
+            raise DeclarationError(f"mirror source table {self.source_table!r} must be 'schema.table' or 'table'")
+        for part in parts:
+            check_identifier(part, f"mirror source table {self.source_table!r}")
+        if not self.name:
+            object.__setattr__(self, "name", parts[-1])
+        check_identifier(self.name, f"mirror of {self.source_table!r}, name")
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Mirrors read the source database, not other members."""
+        return ()
+
+    @property
+    def schema(self) -> str:
+        """The source table's schema."""
+        return self.source_table.split(".")[0] if "." in self.source_table else "public"
+
+    @property
+    def table(self) -> str:
+        """The source table's name without schema."""
+        return self.source_table.split(".")[-1]
+
+    @property
+    def qualified_table(self) -> str:
+        """``schema.table`` with the default schema filled in."""
+        return f"{self.schema}.{self.table}"
+
+
+@dataclass(frozen=True, slots=True)
+class SqlMember:
+    """A member computed by Spark SQL over other members of the same cut.
+
+    Args:
+        name: member (and Iceberg table) name.
+        query: a Spark SQL ``SELECT`` whose table names are member names of the group.
+        sources: the members the query reads.
+    """
+
+    name: str
+    query: str
+    sources: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "sql member name")
+        object.__setattr__(self, "sources", _as_names(self.sources, f"sql member {self.name!r}, sources"))
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise DeclarationError(f"sql member {self.name!r}: query is empty")
+
+
+@dataclass(frozen=True, slots=True)
+class PythonMember:
+    """A member computed by a PySpark function over other members of the same cut.
+
+    The function is ``fn(spark, inputs: dict[str, DataFrame], cut: CutContext) -> DataFrame``.
+
+    Args:
+        name: member (and Iceberg table) name.
+        callable_path: ``"package.module:function"``, importable where the Spark driver runs.
+        sources: the members whose DataFrames are passed in ``inputs``.
+    """
+
+    name: str
+    callable_path: str
+    sources: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_identifier(self.name, "python member name")
+        object.__setattr__(self, "sources", _as_names(self.sources, f"python member {self.name!r}, sources"))
+        if not isinstance(self.callable_path, str) or not CALLABLE_PATH.fullmatch(self.callable_path):
+            raise DeclarationError(
+                f"python member {self.name!r}: callable path {self.callable_path!r} "
+                "must look like 'package.module:function'"
+            )
+
+
+Member = Mirror | SqlMember | PythonMember
+_KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
+    "mirror": Mirror,
+    "sql": SqlMember,
+    "python": PythonMember,
+}
+
+
+def member_kind(member: Member) -> str:
+    """The member's kind as used in job specs: ``mirror``, ``sql`` or ``python``."""
+    return next(kind for kind, cls in _KINDS.items() if isinstance(member, cls))
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshGroup:
+    """A set of tables refreshed and published together as transaction-consistent cuts.
+
+    Args:
+        name: group name: lowercase letters, digits and '_' (it names the replication slot).
+        source_conn_id: Airflow connection (type ``postgres``) of the source database.
+        catalog_conn_id: Airflow connection of the Iceberg SQL catalog.
+        namespace: Iceberg namespace of the member tables.
+        members: the members; their dependencies must form a DAG.
+        atomicity: ``"group"`` (one atomic commit of all members) or ``"per_table"`` (weaker:
+            for catalogs without multi-table commits; readers may see a half-published cut).
+    """
+
+    name: str
+    source_conn_id: str
+    catalog_conn_id: str
+    namespace: str
+    members: tuple[Member, ...] = field(default=())
+    atomicity: Literal["group", "per_table"] = "group"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not GROUP_NAME.fullmatch(self.name):
+            raise DeclarationError(
+                f"group name {self.name!r} is invalid: use lowercase letters, digits and '_', "
+                "not starting with a digit, at most 40 characters"
+            )
+        for attribute in ("source_conn_id", "catalog_conn_id"):
+            value = getattr(self, attribute)
+            if not isinstance(value, str) or not value.strip() or value != value.strip():
+                raise DeclarationError(f"group {self.name!r}: {attribute} {value!r} must be a non-empty connection id")
+        check_identifier(self.namespace, f"group {self.name!r}, namespace")
+        if self.atomicity not in ATOMICITY:
+            raise DeclarationError(f"group {self.name!r}: atomicity {self.atomicity!r} must be one of {ATOMICITY}")
+        if isinstance(self.members, (str, bytes)) or not isinstance(self.members, (list, tuple)):
+            raise DeclarationError(f"group {self.name!r}: members must be a list, got {self.members!r}")
+        object.__setattr__(self, "members", tuple(self.members))
+        self._check_members()
+        self.topological_members()
+
+    def _check_members(self) -> None:
+        if not self.members:
+            raise DeclarationError(f"group {self.name!r} has no members")
+        seen: dict[str, Member] = {}
+        mirrored: set[str] = set()
+        for member in self.members:
+            if not isinstance(member, (Mirror, SqlMember, PythonMember)):
+                raise DeclarationError(f"group {self.name!r}: {member!r} is not a Mirror, SqlMember or PythonMember")
+            key = member.name.lower()
+            if key in seen:
+                raise DeclarationError(f"group {self.name!r}, member {member.name!r}: duplicate member name")
+            seen[key] = member
+            if isinstance(member, Mirror):
+                if member.qualified_table in mirrored:
+                    raise DeclarationError(
+                        f"group {self.name!r}, member {member.name!r}: "
+                        f"source table {member.qualified_table!r} is mirrored twice"
+                    )
+                mirrored.add(member.qualified_table)
+        for member in self.members:
+            for source in member.sources:
+                if source.lower() not in seen:
+                    raise DeclarationError(f"group {self.name!r}, member {member.name!r}: unknown source {source!r}")
+
+    def topological_members(self) -> tuple[Member, ...]:
+        """The members in dependency order, ties broken by declaration order.
+
+        Raises:
+            DeclarationError: the dependencies have a cycle; the message lists it.
+        """
+        graph = {member.name.lower(): {source.lower() for source in member.sources} for member in self.members}
+        try:
+            tuple(graphlib.TopologicalSorter(graph).static_order())
+        except graphlib.CycleError as error:
+            cycle = " -> ".join(reversed(error.args[1]))
+            raise DeclarationError(f"group {self.name!r}: members depend on each other in a cycle: {cycle}") from error
+        done: set[str] = set()
+        ordered: list[Member] = []
+        while len(ordered) < len(self.members):
+            member = next(m for m in self.members if m.name.lower() not in done and graph[m.name.lower()] <= done)
+            done.add(member.name.lower())
+            ordered.append(member)
+        return tuple(ordered)
+
+    @property
+    def mirrors(self) -> tuple[Mirror, ...]:
+        """The members that mirror source tables."""
+        return tuple(member for member in self.members if isinstance(member, Mirror))
+
+    def member(self, name: str) -> Member:
+        """The member called ``name`` (case-insensitive).
+
+        Raises:
+            KeyError: no such member.
+        """
+        for member in self.members:
+            if member.name.lower() == name.lower():
+                return member
+        raise KeyError(f"group {self.name!r} has no member {name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form, for job specs; :meth:`from_dict` reverses it."""
+        members = []
+        for member in self.members:
+            fields = {slot: getattr(member, slot) for slot in type(member).__slots__}
+            if "sources" in fields:
+                fields["sources"] = list(fields["sources"])
+            members.append({"kind": member_kind(member), **fields})
+        return {
+            "name": self.name,
+            "source_conn_id": self.source_conn_id,
+            "catalog_conn_id": self.catalog_conn_id,
+            "namespace": self.namespace,
+            "atomicity": self.atomicity,
+            "members": members,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RefreshGroup:
+        """Rebuild a group from :meth:`to_dict` output, validating it again."""
+        members: list[Member] = []
+        for raw in data["members"]:
+            fields = dict(raw)
+            kind = fields.pop("kind")
+            if kind not in _KINDS:
+                raise DeclarationError(f"group {data.get('name')!r}: unknown member kind {kind!r}")
+            members.append(_KINDS[kind](**fields))
+        return cls(**{**data, "members": tuple(members)})

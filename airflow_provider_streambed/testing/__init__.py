@@ -1,0 +1,1 @@
+"""Helpers for tests, benchmarks and the demo: a throwaway PostgreSQL cluster and friends."""

@@ -1,0 +1,56 @@
+"""Shared fixtures: a real throwaway PostgreSQL cluster, fresh databases, catalog databases.
+
+Airflow's home is set to a temporary directory before anything imports Airflow, so tests never
+touch a user's Airflow installation.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="streambed-airflow-home-")
+os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[ThrowawayCluster]:
+    """One real PostgreSQL cluster (wal_level=logical) for the whole test session."""
+    with ThrowawayCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def pg_dsn(pg_cluster: ThrowawayCluster) -> Iterator[str]:
+    """The DSN of a fresh database on the session's cluster, dropped after the test."""
+    name = pg_cluster.create_database()
+    yield pg_cluster.dsn(name)
+    pg_cluster.drop_database(name)
+
+
+@pytest.fixture
+def sqlite_catalog_uri(tmp_path: Path) -> str:
+    """An SQLAlchemy URI of a fresh SQLite catalog database."""
+    return f"sqlite:///{tmp_path / 'catalog.db'}"
+
+
+@pytest.fixture
+def postgres_catalog_uri(pg_cluster: ThrowawayCluster) -> Iterator[str]:
+    """An SQLAlchemy URI of a fresh PostgreSQL catalog database on the session's cluster."""
+    name = pg_cluster.create_database()
+    yield f"postgresql+psycopg://streambed@127.0.0.1:{pg_cluster.port}/{name}"
+    pg_cluster.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def catalog_uri(request: pytest.FixtureRequest) -> str:
+    """A fresh catalog database URI, once on SQLite and once on PostgreSQL."""
+    return str(request.getfixturevalue(f"{request.param}_catalog_uri"))
