@@ -1,0 +1,70 @@
+"""Opening the Iceberg catalog and planning the data files of a pinned snapshot.
+
+The embedded default is pyiceberg's ``SqlCatalog`` on an SQLite file; deployments use a
+PostgreSQL database. Both let one database transaction move several tables' metadata pointers,
+which is what an atomic cut needs (see :mod:`airflow_provider_streambed.publish`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+from airflow_provider_streambed.exceptions import PublishError
+
+DEFAULT_CATALOG_NAME = "streambed"
+
+
+def open_catalog(properties: Mapping[str, str]) -> Catalog:
+    """Open the catalog described by ``properties``.
+
+    Args:
+        properties: pyiceberg catalog properties. ``uri`` (an SQLAlchemy URI such as
+            ``sqlite:////path/catalog.db`` or ``postgresql+psycopg://user@host/db``) and
+            ``warehouse`` (a URI, e.g. ``file:///path/warehouse``) are required; ``name``
+            defaults to ``streambed``; ``type`` defaults to ``sql``.
+    """
+    props = dict(properties)
+    name = props.pop("name", DEFAULT_CATALOG_NAME)
+    catalog_type = props.pop("type", "sql")
+    for required in ("uri", "warehouse"):
+        if not props.get(required):
+            raise ValueError(f"catalog {name!r}: property {required!r} is required")
+    if catalog_type == "sql":
+        return SqlCatalog(name, **props)
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog(name, type=catalog_type, **props)
+
+
+def warehouse_of(catalog: Catalog) -> str:
+    """The catalog's warehouse URI (where member tables and staging live)."""
+    return str(catalog.properties["warehouse"]).rstrip("/")
+
+
+def supports_group_commit(catalog: Catalog) -> bool:
+    """Whether the catalog can move several tables' pointers in one transaction."""
+    return isinstance(catalog, SqlCatalog)
+
+
+def plan_snapshot_files(table: Table, snapshot_id: int | None) -> tuple[str, ...]:
+    """The data file URIs of ``table`` at ``snapshot_id`` (``None``: the table is empty).
+
+    Raises:
+        PublishError: the snapshot has delete files (written by another engine); Spark reads
+            plain Parquet lists, so such a snapshot cannot be the base of a refresh.
+    """
+    if snapshot_id is None:
+        return ()
+    files = []
+    for task in table.scan(snapshot_id=snapshot_id).plan_files():
+        if task.delete_files:
+            raise PublishError(
+                f"table {'.'.join(table.name())!r}, snapshot {snapshot_id}: has delete files; "
+                "streambed reads only snapshots without deletes (rewrite the table to compact them)"
+            )
+        files.append(task.file.file_path)
+    return tuple(files)

@@ -1,0 +1,251 @@
+"""Staged files between the steps of a run, and the small JSON records that describe them.
+
+Everything a run produces lives under its staging root
+``<warehouse>/_streambed/<group>/<run key>/``:
+
+- ``_capture/<member>/*.parquet``: changelog segments of each mirrored table (capture step),
+  and ``_capture/manifest.json`` (:class:`CaptureManifest`), written last.
+- ``_job/spec.json``: the Spark job spec (:class:`JobSpec`), written by whoever submits the job.
+- ``<member>/*.parquet`` and ``<member>/_manifest.json`` (:class:`MemberManifest`), written last
+  by the refresh step; publish reads only members whose manifest exists.
+
+A record whose file exists is complete (it is written after everything it names), so a retry
+skips the work behind every record it finds for the same watermark. Paths are URIs
+(``file://``, ``s3://``, ...) read and written through ``pyarrow.fs``. This module is pure data
+plus JSON I/O: the capture step, the Spark job and the publish step all import it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyarrow import fs
+
+from airflow_provider_streambed.lsn import Lsn
+
+CAPTURE_DIR = "_capture"
+MANIFEST_NAME = "manifest.json"
+MEMBER_MANIFEST_NAME = "_manifest.json"
+JOB_SPEC_PATH = "_job/spec.json"
+
+#: Changelog segment columns added to each source row (see DESIGN.md section 2).
+COMMIT_LSN, XID, SEQ, OP = "_commit_lsn", "_xid", "_seq", "_op"
+#: Prefix of the per-column unchanged-TOAST marker (``_toast_<column>``, boolean).
+TOAST_MARKER_PREFIX = "_toast_"
+
+
+def staging_root(warehouse: str, group: str, run_key: str) -> str:
+    """The staging root of one run: ``<warehouse>/_streambed/<group>/<run key>``."""
+    return f"{warehouse.rstrip('/')}/_streambed/{group}/{run_key}"
+
+
+def group_staging_dir(warehouse: str, group: str) -> str:
+    """Where every run of ``group`` stages (for cleanup of abandoned runs)."""
+    return f"{warehouse.rstrip('/')}/_streambed/{group}"
+
+
+def join(base: str, *parts: str) -> str:
+    """Join URI path parts with ``/``."""
+    return "/".join([base.rstrip("/"), *(part.strip("/") for part in parts)])
+
+
+def write_json(uri: str, record: dict[str, Any]) -> None:
+    """Write ``record`` as JSON to ``uri``, creating parent directories (atomic on local disk).
+
+    The file is written under a temporary name and then moved into place, so a reader never
+    sees a half-written record on file systems with atomic rename (local, HDFS).
+    """
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    parent = path.rsplit("/", 1)[0]
+    filesystem.create_dir(parent, recursive=True)
+    temporary = f"{path}.tmp"
+    with filesystem.open_output_stream(temporary) as stream:
+        stream.write(json.dumps(record, indent=1, sort_keys=True).encode())
+    filesystem.move(temporary, path)
+
+
+def read_json(uri: str) -> dict[str, Any] | None:
+    """The JSON record at ``uri``, or ``None`` if there is no file."""
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    if filesystem.get_file_info(path).type == fs.FileType.NotFound:
+        return None
+    with filesystem.open_input_stream(path) as stream:
+        data: dict[str, Any] = json.loads(stream.read())
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class TableCapture:
+    """The changelog of one mirrored table for one run.
+
+    Attributes:
+        member: the Mirror member's name.
+        source_table: ``schema.table`` in the source database.
+        columns: the row columns in source order (without the ``_``-prefixed changelog columns).
+        key_columns: the primary key (or replica identity) columns; empty when append-only.
+        files: changelog segment URIs (Parquet), at least one (an empty file carries the schema).
+        changes: number of row changes in ``files``.
+        bootstrap: the files start with a full copy of the table (ops ``I``), taken after the
+            slot's consistent point; the later changes must be applied idempotently.
+    """
+
+    member: str
+    source_table: str
+    columns: tuple[str, ...]
+    key_columns: tuple[str, ...]
+    files: tuple[str, ...]
+    changes: int
+    bootstrap: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TableCapture:
+        """Inverse of ``dataclasses.asdict``."""
+        return cls(**{**data, **{k: tuple(data[k]) for k in ("columns", "key_columns", "files")}})
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureManifest:
+    """What the capture step of one run produced; written last under ``_capture/``.
+
+    Attributes:
+        group: the group name.
+        run_key: the run key.
+        watermark: the pinned W; the changelogs hold exactly the transactions with commit LSN < W
+            that the slot had not confirmed before (``start``).
+        start: the slot's confirmed position when the changes were read.
+        transactions: committed source transactions in the changelogs.
+        tables: one entry per mirrored table.
+    """
+
+    group: str
+    run_key: str
+    watermark: Lsn
+    start: Lsn
+    transactions: int
+    tables: tuple[TableCapture, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (LSNs as ``X/Y`` text)."""
+        data = asdict(self)
+        data.update(watermark=str(self.watermark), start=str(self.start))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaptureManifest:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            group=data["group"],
+            run_key=data["run_key"],
+            watermark=Lsn.parse(data["watermark"]),
+            start=Lsn.parse(data["start"]),
+            transactions=int(data["transactions"]),
+            tables=tuple(TableCapture.from_dict(table) for table in data["tables"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemberManifest:
+    """A member's staged output for one run; written last in ``<root>/<member>/``.
+
+    Attributes:
+        member: the member's name.
+        watermark: the W the output was computed at (a retry reuses it only for the same W).
+        files: Parquet data file URIs.
+        row_count: rows over all files.
+        key_columns: the member's key (mirrors), empty otherwise.
+        written_at: ISO-8601 UTC time the manifest was written.
+    """
+
+    member: str
+    watermark: Lsn
+    files: tuple[str, ...]
+    row_count: int
+    key_columns: tuple[str, ...] = ()
+    written_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        data = asdict(self)
+        data["watermark"] = str(self.watermark)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemberManifest:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            member=data["member"],
+            watermark=Lsn.parse(data["watermark"]),
+            files=tuple(data["files"]),
+            row_count=int(data["row_count"]),
+            key_columns=tuple(data.get("key_columns", ())),
+            written_at=data.get("written_at", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """Everything the Spark job needs; carries paths, W and names only, never credentials.
+
+    Attributes:
+        group: the declaration as ``RefreshGroup.to_dict()``.
+        run_key: the run key.
+        watermark: W of this run.
+        prev_watermark: W of the previous cut, ``None`` before the first cut.
+        cut_number: the number the cut will get if published.
+        staging_root: this run's staging root.
+        capture_manifest: URI of the capture step's :class:`CaptureManifest`.
+        previous_files: per member, the Parquet files of its snapshot in the previous cut.
+        members: the members to compute (all by default; one when run per member).
+    """
+
+    group: dict[str, Any]
+    run_key: str
+    watermark: Lsn
+    prev_watermark: Lsn | None
+    cut_number: int
+    staging_root: str
+    capture_manifest: str
+    previous_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    members: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        data = asdict(self)
+        data.update(
+            watermark=str(self.watermark),
+            prev_watermark=None if self.prev_watermark is None else str(self.prev_watermark),
+        )
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        """Inverse of :meth:`to_dict`."""
+        prev = data.get("prev_watermark")
+        return cls(
+            group=data["group"],
+            run_key=data["run_key"],
+            watermark=Lsn.parse(data["watermark"]),
+            prev_watermark=None if prev is None else Lsn.parse(prev),
+            cut_number=int(data["cut_number"]),
+            staging_root=data["staging_root"],
+            capture_manifest=data["capture_manifest"],
+            previous_files={k: tuple(v) for k, v in data.get("previous_files", {}).items()},
+            members=tuple(data.get("members", ())),
+        )
+
+
+def capture_manifest_uri(root: str) -> str:
+    """Where the capture manifest of the run staged at ``root`` lives."""
+    return join(root, CAPTURE_DIR, MANIFEST_NAME)
+
+
+def member_dir(root: str, member: str) -> str:
+    """Where a member's output of the run staged at ``root`` lives."""
+    return join(root, member)
+
+
+def member_manifest_uri(root: str, member: str) -> str:
+    """Where a member's manifest of the run staged at ``root`` lives."""
+    return join(root, member, MEMBER_MANIFEST_NAME)
