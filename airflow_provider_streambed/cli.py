@@ -1,0 +1,38 @@
+"""The ``streambed`` command line: debugging captures, refreshing once, inspecting cuts.
+
+Each subcommand lives in one ``_add_<name>_command`` function that registers its parser and
+handler; handlers return the process exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``streambed`` argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="streambed", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add_command in _COMMANDS:
+        add_command(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    handler: Handler = args.handler
+    return handler(args)
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+
+if __name__ == "__main__":
+    sys.exit(main())
