@@ -118,10 +118,10 @@ def test_concurrent_publishers_of_one_run_make_one_cut(catalog_uri: str) -> None
             with ledger.begin() as connection:
                 if ledger.cut_for_run("bank", "run-1", connection) is not None:
                     return "found"
-                ledger.record_cut(connection, "bank", "run-1", Lsn(100 + index), {"a": member("a", index)})
+                ledger.record_cut(connection, "bank", "run-1", Lsn(100), {"a": member("a", index)})
                 return "recorded"
-        except IntegrityError:
-            return "conflict"
+        except (IntegrityError, LedgerError):
+            return "conflict"  # a concurrent publisher of the same run committed first
 
     with ThreadPoolExecutor(6) as pool:
         outcomes = list(pool.map(publish, range(6)))
