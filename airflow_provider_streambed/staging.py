@@ -34,6 +34,13 @@ JOB_SPEC_PATH = "_job/spec.json"
 COMMIT_LSN, XID, SEQ, OP = "_commit_lsn", "_xid", "_seq", "_op"
 #: Prefix of the per-column unchanged-TOAST marker (``_toast_<column>``, boolean).
 TOAST_MARKER_PREFIX = "_toast_"
+#: Changelog conventions the refresh step relies on: ``_op`` is ``I``/``U``/``D``/``T``; a ``D`` row
+#: carries at least the key columns of the deleted row; a ``T`` row (other columns null) removes
+#: every earlier row of its table; an update that changes the key is written as a ``D`` of the old
+#: key followed (same ``_commit_lsn``, higher ``_seq``) by a ``U`` of the new key whose
+#: unchanged-TOAST values are already resolved (a marker is resolved from the same key's
+#: previous image only). Bootstrap copy rows are ``I`` with ``_commit_lsn`` 0.
+OP_INSERT, OP_UPDATE, OP_DELETE, OP_TRUNCATE = "I", "U", "D", "T"
 
 
 def staging_root(warehouse: str, group: str, run_key: str) -> str:
@@ -198,6 +205,8 @@ class JobSpec:
         capture_manifest: URI of the capture step's :class:`CaptureManifest`.
         previous_files: per member, the Parquet files of its snapshot in the previous cut.
         members: the members to compute (all by default; one when run per member).
+        previous_key_columns: per mirror, its key in the previous cut (empty: not known); a
+            changed key fails the refresh.
     """
 
     group: dict[str, Any]
@@ -209,6 +218,7 @@ class JobSpec:
     capture_manifest: str
     previous_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
     members: tuple[str, ...] = ()
+    previous_key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -233,6 +243,7 @@ class JobSpec:
             capture_manifest=data["capture_manifest"],
             previous_files={k: tuple(v) for k, v in data.get("previous_files", {}).items()},
             members=tuple(data.get("members", ())),
+            previous_key_columns={k: tuple(v) for k, v in data.get("previous_key_columns", {}).items()},
         )
 
 

@@ -1,0 +1,185 @@
+"""The Spark application of a refresh: computes the requested members of a group as of W.
+
+One application computes all members in dependency order (one JVM start per run); passing
+``--members`` computes only those (one application per member). Every member's output is staged
+with its manifest written last; members already staged for the same W are skipped, so a retry
+recomputes only what failed. A failing member does not stop independent members; the application
+then fails naming every failed member. Imports neither ``capture/`` nor ``publish/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.exceptions import RefreshError, StreambedError, WatermarkError
+from airflow_provider_streambed.refresh.members import (
+    CutContext,
+    compute_python_member,
+    compute_sql_member,
+    first_lines,
+)
+from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
+from airflow_provider_streambed.refresh.staging_io import ERROR_MARKER, stage_member_output, staged_manifest
+from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, TableCapture, read_json
+
+logger = logging.getLogger(__name__)
+
+#: Settings the job needs whatever the user's Spark configuration says.
+REQUIRED_CONF = {
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def check_spec(spec: JobSpec, group: RefreshGroup) -> None:
+    """Refuse a spec whose W is not after the previous cut's, or that names unknown members.
+
+    Raises:
+        WatermarkError: W is at or before the previous cut's W.
+        RefreshError: a requested member is not in the group.
+    """
+    if spec.prev_watermark is not None and spec.watermark <= spec.prev_watermark:
+        raise WatermarkError(
+            f"group {group.name!r}, run {spec.run_key!r}: W={spec.watermark} is not after the previous "
+            f"cut's W={spec.prev_watermark}; a cut can only move forward"
+        )
+    names = {member.name.lower() for member in group.members}
+    unknown = [name for name in spec.members if name.lower() not in names]
+    if unknown:
+        raise RefreshError(f"group {group.name!r}, run {spec.run_key!r}: unknown members {unknown}")
+
+
+def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> dict[str, MemberManifest]:
+    """Compute and stage the requested members (``members``, else ``spec.members``, else all).
+
+    Returns:
+        The staged manifests of the requested members.
+
+    Raises:
+        RefreshError: some members failed; the message names each with its error's first lines.
+    """
+    group = RefreshGroup.from_dict(spec.group)
+    check_spec(spec, group)
+    requested = {name.lower() for name in (members or spec.members or [m.name for m in group.members])}
+    ordered = [member for member in group.topological_members() if member.name.lower() in requested]
+    captures = _captures(spec, group)
+    staged: dict[str, MemberManifest] = {}
+    failures: dict[str, str] = {}
+    for member in ordered:
+        existing = staged_manifest(spec.staging_root, member.name, spec.watermark)
+        if existing is not None:
+            logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
+            staged[member.name] = existing
+            continue
+        failed_sources = [source for source in member.sources if source in failures]
+        if failed_sources:
+            failures[member.name] = f"not computed: its sources {failed_sources} failed"
+            continue
+        try:
+            staged[member.name] = _compute(spark, spec, group, member, captures, staged)
+        except Exception as error:  # a member's code may raise anything; keep the others going
+            logger.error("group=%s member=%s W=%s failed", group.name, member.name, spec.watermark, exc_info=True)
+            failures[member.name] = first_lines(error)
+    if failures:
+        detail = "; ".join(f"member {name!r}: {message}" for name, message in failures.items())
+        raise RefreshError(f"group {group.name!r}, run {spec.run_key!r}, W={spec.watermark}: {detail}")
+    return staged
+
+
+def _captures(spec: JobSpec, group: RefreshGroup) -> dict[str, TableCapture]:
+    data = read_json(spec.capture_manifest)
+    if data is None:
+        where = f"group {group.name!r}, run {spec.run_key!r}"
+        raise RefreshError(f"{where}: no capture manifest at {spec.capture_manifest}")
+    manifest = CaptureManifest.from_dict(data)
+    if manifest.watermark != spec.watermark:
+        raise RefreshError(
+            f"group {group.name!r}, run {spec.run_key!r}: capture manifest has W={manifest.watermark}, "
+            f"job spec has W={spec.watermark}"
+        )
+    return {table.member.lower(): table for table in manifest.tables}
+
+
+def _compute(
+    spark: SparkSession,
+    spec: JobSpec,
+    group: RefreshGroup,
+    member: Member,
+    captures: dict[str, TableCapture],
+    staged: dict[str, MemberManifest],
+) -> MemberManifest:
+    logger.info("group=%s member=%s W=%s: computing", group.name, member.name, spec.watermark)
+    frame: DataFrame
+    key: tuple[str, ...] = ()
+    if isinstance(member, Mirror):
+        capture = captures.get(member.name.lower())
+        if capture is None:
+            raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
+        frame = merge_mirror(
+            spark,
+            MirrorInput(
+                group=group.name,
+                member=member,
+                capture=capture,
+                previous_files=spec.previous_files.get(member.name, ()),
+                previous_key_columns=spec.previous_key_columns.get(member.name, ()),
+            ),
+        )
+        key = capture.key_columns
+    else:
+        sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
+        if isinstance(member, SqlMember):
+            frame = compute_sql_member(spark, group, member, sources)
+        else:
+            assert isinstance(member, PythonMember)
+            context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
+            frame = compute_python_member(spark, group, member, sources, context)
+    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, key)
+
+
+def _source_files(
+    spec: JobSpec, group: RefreshGroup, member: Member, source: str, staged: dict[str, MemberManifest]
+) -> tuple[str, ...]:
+    canonical = group.member(source).name
+    manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
+    if manifest is None:
+        raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
+    return manifest.files
+
+
+def build_session(app_name: str) -> SparkSession:
+    """The application's Spark session, with the settings the job needs."""
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in REQUIRED_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def main(argv: Sequence[str]) -> int:
+    """Entry point: ``<spec URI> [--members a,b]``; returns the process exit code."""
+    parser = argparse.ArgumentParser(prog="streambed-refresh", description=__doc__)
+    parser.add_argument("spec_uri", help="URI of the job spec (JSON)")
+    parser.add_argument("--members", default="", help="comma-separated members to compute (default: all)")
+    arguments = parser.parse_args(list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        data = read_json(arguments.spec_uri)
+        if data is None:
+            raise RefreshError(f"no job spec at {arguments.spec_uri}")
+        spec = JobSpec.from_dict(data)
+        members = [name for name in arguments.members.split(",") if name]
+        spark = build_session(f"streambed-{spec.group['name']}-{spec.run_key}")
+        try:
+            run_job(spark, spec, members)
+        finally:
+            spark.stop()
+    except StreambedError as error:
+        print(f"{ERROR_MARKER}{error}", file=sys.stderr, flush=True)
+        return 1
+    return 0

@@ -1,0 +1,134 @@
+"""Derived members: Spark SQL and PySpark functions over other members of the same run.
+
+Both read their sources from the run's staged outputs, so a derived member sees exactly the
+same W as the mirrors it reads, also when a retry skipped those mirrors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_provider_streambed.declarations import PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.lsn import Lsn
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CutContext:
+    """What a PythonMember's function knows about the cut it computes.
+
+    Attributes:
+        group: the group declaration.
+        watermark: W of this run.
+        prev_watermark: W of the previous cut (``None`` before the first).
+        cut_number: the number the cut will get if published.
+    """
+
+    group: RefreshGroup
+    watermark: Lsn
+    prev_watermark: Lsn | None
+    cut_number: int
+
+
+def read_sources(spark: SparkSession, files: Mapping[str, tuple[str, ...]]) -> dict[str, DataFrame]:
+    """The staged outputs ``files`` (member name -> Parquet URIs) as DataFrames of ``spark``."""
+    return {name: spark.read.parquet(*paths) for name, paths in files.items()}
+
+
+def compute_sql_member(
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, tuple[str, ...]]
+) -> DataFrame:
+    """Run the member's query with its sources bound as temporary views of their names.
+
+    The query runs in a fresh session sharing the Spark context, so only the declared sources
+    are visible as tables.
+
+    Raises:
+        RefreshError: the query names a table that is not one of the member's sources.
+    """
+    session = spark.newSession()
+    for name, frame in read_sources(session, source_files).items():
+        frame.createOrReplaceTempView(name)
+    try:
+        return session.sql(member.query)
+    except AnalysisException as error:
+        where = f"group {group.name!r}, member {member.name!r}"
+        relation = _missing_relation(error)
+        if relation is None:
+            raise RefreshError(f"{where}: query failed: {first_lines(error)}") from error
+        known = {m.name.lower() for m in group.members}
+        reason = (
+            "is a member of the group but not among the member's sources (add it to sources)"
+            if relation.lower() in known
+            else "is not a member of the group (SQL members read only members of their group)"
+        )
+        raise RefreshError(f"{where}: query reads table {relation!r}, which {reason}") from error
+
+
+def _missing_relation(error: AnalysisException) -> str | None:
+    condition = error.getCondition()
+    if condition not in ("TABLE_OR_VIEW_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND.WITH_SUGGESTION"):
+        return None
+    relation = (error.getMessageParameters() or {}).get("relationName", "")
+    return relation.replace("`", "") or None
+
+
+def compute_python_member(
+    spark: SparkSession,
+    group: RefreshGroup,
+    member: PythonMember,
+    source_files: Mapping[str, tuple[str, ...]],
+    cut: CutContext,
+) -> DataFrame:
+    """Call the member's ``module:function(spark, inputs, cut)`` and check it returns a DataFrame.
+
+    Raises:
+        RefreshError: the function cannot be imported or returns something else.
+    """
+    where = f"group {group.name!r}, member {member.name!r}"
+    function = load_callable(member.callable_path, where)
+    result = function(spark, read_sources(spark, source_files), cut)
+    if not isinstance(result, DataFrame):
+        raise RefreshError(
+            f"{where}: {member.callable_path} returned {type(result).__name__}, expected a pyspark DataFrame"
+        )
+    return result
+
+
+def load_callable(path: str, where: str) -> Callable[..., Any]:
+    """Import ``package.module:function``.
+
+    Raises:
+        RefreshError: the module or function cannot be imported, or it is not callable.
+    """
+    module_name, _, attribute = path.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise RefreshError(f"{where}: cannot import {path!r}: {error}") from error
+    if not callable(function):
+        raise RefreshError(f"{where}: {path!r} is not callable")
+    return function
+
+
+def first_lines(error: BaseException, limit: int = 3) -> str:
+    """The first meaningful lines of an error (Spark's JVM stack traces and blank lines dropped)."""
+    lines = []
+    for raw in str(error).splitlines():
+        line = raw.strip()
+        if line.startswith(("at ", "JVM stacktrace", "Traceback", "...")) or line.startswith('File "'):
+            break
+        if line:
+            lines.append(line)
+        if len(lines) == limit:
+            break
+    return f"{type(error).__name__}: {' | '.join(lines) or repr(error)}"

@@ -1,0 +1,169 @@
+"""Planning a refresh: the job spec from the ledger and catalog, and how to submit the job.
+
+The spec carries paths, W and names only (never credentials): the previous cut's W and number
+from the ledger, each mirror's previous Parquet files as pyiceberg plans them for the cut's
+snapshot, and the capture manifest of this run. Submitting is the caller's business
+(``SparkSubmitHook`` in Airflow); :func:`run_local_spark_submit` runs the venv's spark-submit
+for code without Airflow (tests, benchmarks, ``refresh_once``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pyiceberg.catalog import Catalog
+
+from airflow_provider_streambed.catalog import plan_snapshot_files, warehouse_of
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import RefreshError, WatermarkError
+from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.refresh.staging_io import ERROR_MARKER
+from airflow_provider_streambed.staging import (
+    JOB_SPEC_PATH,
+    CaptureManifest,
+    JobSpec,
+    join,
+    read_json,
+    staging_root,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Defaults for a local run: small shuffles and no UI keep a short job short.
+LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.driver.memory": "1g",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+
+def build_job_spec(
+    group: RefreshGroup, catalog: Catalog, ledger: Ledger, capture_manifest_uri: str, run_key: str
+) -> JobSpec:
+    """The job spec of run ``run_key``, based on the group's previous cut.
+
+    Raises:
+        RefreshError: the capture manifest is missing or belongs to another group or run.
+        WatermarkError: the run's W is not after the previous cut's W.
+    """
+    data = read_json(capture_manifest_uri)
+    if data is None:
+        raise RefreshError(f"group {group.name!r}, run {run_key!r}: no capture manifest at {capture_manifest_uri}")
+    manifest = CaptureManifest.from_dict(data)
+    if (manifest.group, manifest.run_key) != (group.name, run_key):
+        raise RefreshError(
+            f"group {group.name!r}, run {run_key!r}: capture manifest belongs to group {manifest.group!r}, "
+            f"run {manifest.run_key!r}"
+        )
+    previous = _previous_cut(group, ledger, run_key)
+    if previous is not None and manifest.watermark <= previous.watermark:
+        raise WatermarkError(
+            f"group {group.name!r}, run {run_key!r}: W={manifest.watermark} is not after the previous cut "
+            f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
+        )
+    previous_files: dict[str, tuple[str, ...]] = {}
+    previous_keys: dict[str, tuple[str, ...]] = {}
+    if previous is not None:
+        for mirror in group.mirrors:
+            cut_member = previous.members.get(mirror.name)
+            if cut_member is None:
+                continue  # a member added to the group since: built from its bootstrap
+            table = catalog.load_table(cut_member.table_identifier)
+            previous_files[mirror.name] = plan_snapshot_files(table, cut_member.snapshot_id)
+            schema = table.schema()
+            keys = schema.identifier_field_names()
+            if keys:
+                previous_keys[mirror.name] = tuple(field.name for field in schema.fields if field.name in keys)
+    spec = JobSpec(
+        group=group.to_dict(),
+        run_key=run_key,
+        watermark=manifest.watermark,
+        prev_watermark=previous.watermark if previous is not None else None,
+        cut_number=previous.cut_id + 1 if previous is not None else 1,
+        staging_root=staging_root(warehouse_of(catalog), group.name, run_key),
+        capture_manifest=capture_manifest_uri,
+        previous_files=previous_files,
+        previous_key_columns=previous_keys,
+    )
+    logger.info("group=%s W=%s cut=%d: job spec built", group.name, spec.watermark, spec.cut_number)
+    return spec
+
+
+def _previous_cut(group: RefreshGroup, ledger: Ledger, run_key: str) -> CutRecord | None:
+    """The cut this run builds on (for a run already published: the cut before its own)."""
+    own = ledger.cut_for_run(group.name, run_key)
+    if own is None:
+        return ledger.last_cut(group.name)
+    return ledger.get_cut(group.name, own.cut_id - 1) if own.cut_id > 1 else None
+
+
+def write_job_spec(spec: JobSpec) -> str:
+    """Write ``spec`` to ``<staging root>/_job/spec.json`` and return its URI."""
+    uri = join(spec.staging_root, JOB_SPEC_PATH)
+    write_json(uri, spec.to_dict())
+    return uri
+
+
+def job_application() -> str:
+    """Path of the script spark-submit runs (``refresh/spark_entry.py``)."""
+    return str(Path(__file__).with_name("spark_entry.py"))
+
+
+def job_arguments(spec_uri: str, members: Sequence[str] = ()) -> list[str]:
+    """The application arguments: the spec URI, and ``--members`` for one application per member."""
+    arguments = [spec_uri]
+    if members:
+        arguments += ["--members", ",".join(members)]
+    return arguments
+
+
+def spark_submit_command(
+    spec_uri: str, master: str = "local[2]", conf: Mapping[str, str] | None = None, members: Sequence[str] = ()
+) -> list[str]:
+    """The spark-submit command line (spark-submit from PATH, else next to this Python)."""
+    executable = shutil.which("spark-submit") or str(Path(sys.executable).with_name("spark-submit"))
+    command = [executable, "--master", master]
+    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, job_application(), *job_arguments(spec_uri, members)]
+
+
+def run_local_spark_submit(
+    spec_uri: str, master: str = "local[2]", conf: Mapping[str, str] | None = None, members: Sequence[str] = ()
+) -> None:
+    """Run the job with spark-submit in a subprocess, the driver using this Python and import path.
+
+    Raises:
+        RefreshError: the application failed; the message carries the job's own error line
+            (naming the failed members) or the last error lines of spark-submit's output.
+    """
+    command = spark_submit_command(spec_uri, master, conf, members)
+    bin_dir = str(Path(sys.executable).parent)
+    environment = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+        "PATH": os.pathsep.join([os.environ.get("PATH", ""), bin_dir]),
+    }
+    logger.info("spark-submit master=%s spec=%s members=%s", master, spec_uri, ",".join(members) or "all")
+    completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise RefreshError(f"spark-submit failed (exit {completed.returncode}): {_error_summary(completed.stderr)}")
+
+
+def _error_summary(stderr: str) -> str:
+    lines = stderr.splitlines()
+    marked = [line[len(ERROR_MARKER) :] for line in lines if line.startswith(ERROR_MARKER)]
+    if marked:
+        return " ".join(marked)
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return " | ".join((errors or lines)[-5:])

@@ -1,0 +1,128 @@
+"""Mirror merge on real Spark (in-process local[2]) against a model of the source table."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
+from tests.integration.refresh.jobs import capture_dir, read_staged, sorted_rows, stage_spec
+
+pytestmark = pytest.mark.slow
+
+GROUP = RefreshGroup("bank", "src", "cat", "ns", (Mirror("public.accounts"),))
+KEY = ("region", "id")
+
+
+def test_mirror_follows_random_changes_over_cuts(spark: SparkSession, tmp_path: Path) -> None:
+    rng = random.Random(5)
+    model = TableModel("accounts", ACCOUNT_SCHEMA, KEY, toastable=("note",))
+    for ident in range(1, 41):  # rows before the slot's consistent point: only in the copy
+        row = account_row(rng, rng.choice("ab"), ident)
+        model.rows[model.key_of(row)] = row
+    random_changes(model, rng, 15)  # after the consistent point, before the copy
+    model.copy_rows()
+    random_changes(model, rng, 15)  # after the copy
+    previous = None
+    prev_w = None
+    for cut in range(1, 5):
+        if cut > 1:
+            random_changes(model, rng, 25)
+            if cut == 3:
+                model.truncate()
+                model.commit()
+                random_changes(model, rng, 10)
+        run_key = f"run{cut}"
+        capture = model.flush(capture_dir(tmp_path, GROUP, run_key, "accounts"), "accounts", bootstrap=cut == 1)
+        watermark = Lsn(model.lsn)
+        spec = stage_spec(tmp_path, GROUP, run_key, watermark, [capture], previous, prev_w, cut)
+        staged = run_job(spark, spec)
+        table = read_staged(staged["accounts"])
+        assert table.schema == ACCOUNT_SCHEMA.remove_metadata(), f"cut {cut}"
+        assert sorted_rows(table, KEY) == model.truth(), f"cut {cut}"
+        assert staged["accounts"].row_count == len(model.rows)
+        assert staged["accounts"].key_columns == KEY
+        previous, prev_w = staged, watermark
+
+
+def test_added_column_appears_null_in_older_rows(spark: SparkSession, tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int32())])
+    group = RefreshGroup("evolve", "src", "cat", "ns", (Mirror("public.t"),))
+    model = TableModel("t", schema, ("id",))
+    for ident in range(5):
+        model.insert({"id": ident, "v": ident})
+    model.commit()
+    capture = model.flush(capture_dir(tmp_path, group, "r1", "t"), "t")
+    first = run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [capture]))
+    model.schema = schema.append(pa.field("w", pa.string()))
+    model.insert({"id": 10, "v": 10, "w": "new"})
+    model.update((1,), {"v": 100, "w": "set"})
+    model.commit()
+    capture = model.flush(capture_dir(tmp_path, group, "r2", "t"), "t")
+    spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [capture], first, Lsn(1), 2)
+    rows = sorted_rows(read_staged(run_job(spark, spec)["t"]), ("id",))
+    assert rows == [
+        {"id": 0, "v": 0, "w": None},
+        {"id": 1, "v": 100, "w": "set"},
+        {"id": 2, "v": 2, "w": None},
+        {"id": 3, "v": 3, "w": None},
+        {"id": 4, "v": 4, "w": None},
+        {"id": 10, "v": 10, "w": "new"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("new_schema", "key", "message"),
+    [
+        (pa.schema([pa.field("id", pa.int64())]), ("id",), r"table 'public.t'.*column 'v' was dropped"),
+        (
+            pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())]),
+            ("id",),
+            r"table 'public.t'.*column 'v' changed type from int to string",
+        ),
+        (
+            pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int32())]),
+            ("id", "v"),
+            r"table 'public.t'.*key changed from \['id'\] to \['id', 'v'\]",
+        ),
+    ],
+    ids=["drop", "type", "key"],
+)
+def test_incompatible_schema_change_fails_and_stages_nothing(
+    spark: SparkSession, tmp_path: Path, new_schema: pa.Schema, key: tuple[str, ...], message: str
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int32())])
+    group = RefreshGroup("evolve", "src", "cat", "ns", (Mirror("public.t"),))
+    model = TableModel("t", schema, ("id",))
+    model.insert({"id": 1, "v": 1})
+    model.commit()
+    first = run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [model.flush(tmp_path / "c1", "t")]))
+    changed = TableModel("t", new_schema, key, lsn=model.lsn)
+    string_v = "v" in new_schema.names and new_schema.field("v").type == pa.string()
+    changed.insert({"id": 2, "v": "2" if string_v else 2})
+    changed.commit()
+    spec = stage_spec(tmp_path, group, "r2", Lsn(changed.lsn), [changed.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
+    with pytest.raises(RefreshError, match=message):
+        run_job(spark, spec)
+    assert read_member_manifest(spec.staging_root, "t") is None
+
+
+def test_unresolvable_toast_marker_fails(spark: SparkSession, tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("doc", pa.string())])
+    group = RefreshGroup("toast", "src", "cat", "ns", (Mirror("public.t"),))
+    model = TableModel("t", schema, ("id",), toastable=("doc",))
+    model.rows[(1,)] = {"id": 1, "doc": "big"}  # a row the changelog never saw
+    model.update((1,), {}, unchanged_toast=True)
+    model.commit()
+    spec = stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [model.flush(tmp_path / "c", "t")])
+    with pytest.raises(RefreshError, match=r"member 't'.*unchanged-TOAST value of column 'doc'"):
+        run_job(spark, spec)
