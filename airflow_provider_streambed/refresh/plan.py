@@ -151,19 +151,21 @@ def run_local_spark_submit(
         **os.environ,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),
+        "PYTHONPATH": os.pathsep.join(path or os.getcwd() for path in sys.path),
         "PATH": os.pathsep.join([os.environ.get("PATH", ""), bin_dir]),
     }
     logger.info("spark-submit master=%s spec=%s members=%s", master, spec_uri, ",".join(members) or "all")
     completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
-        raise RefreshError(f"spark-submit failed (exit {completed.returncode}): {_error_summary(completed.stderr)}")
+        summary = _error_summary(completed.stdout, completed.stderr)
+        raise RefreshError(f"spark-submit failed (exit {completed.returncode}): {summary}")
 
 
-def _error_summary(stderr: str) -> str:
-    lines = stderr.splitlines()
-    marked = [line[len(ERROR_MARKER) :] for line in lines if line.startswith(ERROR_MARKER)]
+def _error_summary(stdout: str, stderr: str) -> str:
+    """The job's own error line if it printed one (Spark passes the driver's stderr to stdout)."""
+    marked = [line.split(ERROR_MARKER, 1)[1] for line in (stdout + stderr).splitlines() if ERROR_MARKER in line]
     if marked:
         return " ".join(marked)
+    lines = [line for line in stderr.splitlines() if " INFO " not in line and " WARN " not in line]
     errors = [line for line in lines if "Error" in line or "Exception" in line]
     return " | ".join((errors or lines)[-5:])

@@ -1,0 +1,79 @@
+"""The refresh job through real spark-submit: one application per run, and retry after a failure."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh import collect_member_manifests, run_local_spark_submit, write_job_spec
+from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row
+from tests.integration.refresh.jobs import read_staged, sorted_rows, stage_spec
+from tests.integration.refresh.python_members import FLAKY_FLAG
+from tests.integration.refresh.test_members import BY_NAME_SQL, MODULE, REGION_SCHEMA
+
+pytestmark = pytest.mark.slow
+
+GROUP = RefreshGroup(
+    "five",
+    "src",
+    "cat",
+    "ns",
+    (
+        Mirror("public.accounts"),
+        Mirror("public.regions"),
+        SqlMember("by_name", BY_NAME_SQL, sources=("accounts", "regions")),
+        PythonMember("totals", f"{MODULE}:region_totals", sources=("accounts",)),
+        PythonMember("flaky", f"{MODULE}:flaky_totals", sources=("accounts",)),
+    ),
+)
+
+
+def _applications(event_log: Path) -> int:
+    return sum(1 for path in event_log.iterdir() if not path.name.startswith("."))
+
+
+def test_one_application_per_run_and_retry_recomputes_only_the_failed_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FLAKY_FLAG, str(tmp_path / "flaky.flag"))
+    rng = random.Random(3)
+    accounts = TableModel("accounts", ACCOUNT_SCHEMA, ("region", "id"), toastable=("note",))
+    regions = TableModel("regions", REGION_SCHEMA, ("region",))
+    for ident in range(1, 50):
+        accounts.insert(account_row(rng, rng.choice("ab"), ident))
+    regions.insert({"region": "a", "name": "Alpha"})
+    regions.insert({"region": "b", "name": "Beta"})
+    accounts.commit()
+    captures = [model.flush(tmp_path / "capture" / model.name, model.name) for model in (accounts, regions)]
+    spec = stage_spec(tmp_path / "warehouse", GROUP, "run1", Lsn(accounts.lsn), captures)
+    spec_uri = write_job_spec(spec)
+    event_log = tmp_path / "events"
+    event_log.mkdir()
+    conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri()}
+
+    with pytest.raises(RefreshError, match=r"member 'flaky': RuntimeError: flaky member fails on its first call"):
+        run_local_spark_submit(spec_uri, conf=conf)
+    assert _applications(event_log) == 1
+    assert read_member_manifest(spec.staging_root, "flaky") is None
+    first = {
+        name: read_member_manifest(spec.staging_root, name) for name in ("accounts", "regions", "by_name", "totals")
+    }
+    assert all(first.values()), first
+
+    run_local_spark_submit(spec_uri, conf=conf)
+    assert _applications(event_log) == 2  # one application for the whole 5-member run
+    staged = collect_member_manifests(spec)
+    assert set(staged) == {"accounts", "regions", "by_name", "totals", "flaky"}
+    for name, manifest in first.items():
+        assert staged[name] == manifest, f"{name} was recomputed"
+    assert sorted_rows(read_staged(staged["accounts"]), ("region", "id")) == accounts.truth()
+    assert read_staged(staged["flaky"]).to_pylist() != []
+    assert sorted_rows(read_staged(staged["flaky"]), ("region",)) == sorted_rows(
+        read_staged(staged["totals"]), ("region",)
+    )

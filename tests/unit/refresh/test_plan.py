@@ -1,0 +1,98 @@
+"""Planning the refresh job: spec round trip, ordering, spark-submit arguments, error lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.exceptions import RefreshError, WatermarkError
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh import collect_member_manifests, job_application, job_arguments
+from airflow_provider_streambed.refresh.job import check_spec
+from airflow_provider_streambed.refresh.plan import _error_summary, spark_submit_command
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, member_manifest_uri, write_json
+
+GROUP = RefreshGroup(
+    "shop",
+    "src",
+    "cat",
+    "ns",
+    (
+        SqlMember("report", "SELECT * FROM totals", sources=("totals",)),
+        PythonMember("totals", "pkg.mod:fn", sources=("orders",)),
+        Mirror("public.orders"),
+    ),
+)
+
+
+def _spec(tmp_path: Path, **changes: object) -> JobSpec:
+    fields: dict[str, object] = {
+        "group": GROUP.to_dict(),
+        "run_key": "run1",
+        "watermark": Lsn.parse("0/2000"),
+        "prev_watermark": Lsn.parse("0/1000"),
+        "cut_number": 2,
+        "staging_root": (tmp_path / "stage").as_uri(),
+        "capture_manifest": (tmp_path / "capture.json").as_uri(),
+        "previous_files": {"orders": ("file:///w/a.parquet",)},
+        "previous_key_columns": {"orders": ("id",)},
+    }
+    fields.update(changes)
+    return JobSpec(**fields)  # type: ignore[arg-type]
+
+
+def test_spec_round_trips_through_json(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, members=("orders",))
+    assert JobSpec.from_dict(spec.to_dict()) == spec
+    first = _spec(tmp_path, prev_watermark=None, cut_number=1, previous_files={}, previous_key_columns={})
+    assert JobSpec.from_dict(first.to_dict()) == first
+    assert RefreshGroup.from_dict(spec.group) == GROUP
+
+
+def test_members_run_in_dependency_order() -> None:
+    assert [member.name for member in GROUP.topological_members()] == ["orders", "totals", "report"]
+
+
+def test_job_arguments_and_command() -> None:
+    assert Path(job_application()).name == "spark_entry.py"
+    assert Path(job_application()).is_file()
+    assert job_arguments("file:///s/spec.json") == ["file:///s/spec.json"]
+    assert job_arguments("file:///s/spec.json", ["orders", "totals"]) == [
+        "file:///s/spec.json",
+        "--members",
+        "orders,totals",
+    ]
+    command = spark_submit_command("file:///s/spec.json", "local[2]", {"spark.sql.shuffle.partitions": "8"})
+    assert command[1:3] == ["--master", "local[2]"]
+    assert "spark.sql.shuffle.partitions=8" in command
+    assert "spark.sql.shuffle.partitions=4" not in command
+    assert "spark.ui.enabled=false" in command
+    assert command[-2:] == [job_application(), "file:///s/spec.json"]
+
+
+def test_check_spec_refuses_w_not_after_previous_and_unknown_members(tmp_path: Path) -> None:
+    check_spec(_spec(tmp_path), GROUP)
+    with pytest.raises(WatermarkError, match=r"group 'shop', run 'run1': W=0/1000 is not after the previous cut's"):
+        check_spec(_spec(tmp_path, watermark=Lsn.parse("0/1000")), GROUP)
+    with pytest.raises(RefreshError, match=r"group 'shop', run 'run1': unknown members \['nope'\]"):
+        check_spec(_spec(tmp_path, members=("nope",)), GROUP)
+
+
+def test_error_summary_prefers_the_job_error_line() -> None:
+    stdout = "noise\n12:00 INFO x STREAMBED-ERROR: group 'g', member 'm': boom\n"
+    assert _error_summary(stdout, "") == "group 'g', member 'm': boom"
+    stderr = "26/01/01 INFO Spark: fine\njava.lang.OutOfMemoryError: heap\n"
+    assert _error_summary("", stderr) == "java.lang.OutOfMemoryError: heap"
+
+
+def test_collect_member_manifests_names_missing_members(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    staged = MemberManifest("orders", spec.watermark, ("file:///x.parquet",), 3, ("id",), "2024-01-01T00:00:00")
+    write_json(member_manifest_uri(spec.staging_root, "orders"), staged.to_dict())
+    stale = MemberManifest("totals", Lsn.parse("0/1"), (), 0)
+    write_json(member_manifest_uri(spec.staging_root, "totals"), stale.to_dict())
+    with pytest.raises(RefreshError, match=r"group 'shop', run 'run1', W=0/2000: members \['report', 'totals'\]"):
+        collect_member_manifests(spec)
+    assert collect_member_manifests(_spec(tmp_path, members=("orders",))) == {"orders": staged}
