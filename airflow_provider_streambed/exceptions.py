@@ -57,3 +57,7 @@ class CatalogCapabilityError(PublishError):
 
 class CutNotFoundError(StreambedError, LookupError):
     """The requested cut does not exist in the ledger."""
+
+
+class ConnectionConfigError(StreambedError, ValueError):
+    """An Airflow connection lacks a field streambed needs (names the connection id and field)."""

@@ -1,0 +1,1 @@
+"""Airflow hooks of the streambed provider: the source database and the Iceberg catalog."""
