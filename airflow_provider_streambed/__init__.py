@@ -12,4 +12,22 @@ from airflow_provider_streambed.lsn import Lsn
 
 __version__ = "0.1.0"
 
-__all__ = ["Lsn", "Member", "Mirror", "PythonMember", "RefreshGroup", "SqlMember", "__version__"]
+__all__ = [
+    "Lsn",
+    "Member",
+    "Mirror",
+    "PythonMember",
+    "RefreshGroup",
+    "SqlMember",
+    "StreambedRefreshGroup",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> object:
+    """Export the Airflow face lazily: importing the package must not import Airflow."""
+    if name == "StreambedRefreshGroup":
+        from airflow_provider_streambed.task_group import StreambedRefreshGroup
+
+        return StreambedRefreshGroup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

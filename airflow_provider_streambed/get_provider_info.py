@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+_PACKAGE = "airflow_provider_streambed"
+
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe this provider to Airflow's ``ProvidersManager``."""
+    """Describe this provider to Airflow's ``ProvidersManager``.
+
+    The task group ``airflow_provider_streambed.task_group.StreambedRefreshGroup`` is not
+    listed: the provider schema has no entry for task groups.
+    """
     from airflow_provider_streambed import __version__
 
     return {
@@ -17,4 +23,34 @@ def get_provider_info() -> dict[str, Any]:
             "published version of the group is one transaction-consistent cut of the source."
         ),
         "versions": [__version__],
+        "integrations": [{"integration-name": "Streambed", "tags": ["software"]}],
+        "hooks": [
+            {
+                "integration-name": "Streambed",
+                "python-modules": [f"{_PACKAGE}.hooks.source", f"{_PACKAGE}.hooks.catalog"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Streambed",
+                "python-modules": [
+                    f"{_PACKAGE}.operators.capture",
+                    f"{_PACKAGE}.operators.refresh",
+                    f"{_PACKAGE}.operators.publish",
+                ],
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "postgres",
+                "hook-class-name": f"{_PACKAGE}.hooks.source.StreambedSourceHook",
+                "hook-name": "Streambed source (PostgreSQL)",
+            },
+            {
+                "connection-type": "streambed_catalog",
+                "hook-class-name": f"{_PACKAGE}.hooks.catalog.StreambedCatalogHook",
+                "hook-name": "Streambed Iceberg SQL catalog",
+            },
+        ],
+        "asset-uris": [{"schemes": ["streambed"], "handler": f"{_PACKAGE}.assets.sanitize_uri"}],
     }

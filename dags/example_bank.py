@@ -7,7 +7,10 @@ tables of the same cut.
 
 from __future__ import annotations
 
-from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember, StreambedRefreshGroup
 
 # [START bank_group]
 bank = RefreshGroup(
@@ -30,3 +33,16 @@ bank = RefreshGroup(
     ],
 )
 # [END bank_group]
+
+# [START bank_dag]
+with DAG(
+    dag_id="streambed_bank",
+    schedule="*/15 * * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,  # runs of one group are serialised anyway; this keeps the queue tidy
+    tags=["streambed", "example"],
+    doc_md=__doc__,
+):
+    StreambedRefreshGroup(bank, spark_conn_id="spark_default", default_args={"retries": 2})
+# [END bank_dag]

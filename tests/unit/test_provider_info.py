@@ -16,6 +16,8 @@ def test_every_listed_class_imports() -> None:
     paths = [hook["hook-class-name"] for hook in info.get("connection-types", [])]
     paths += [name for group in info.get("hooks", []) for name in group.get("python-modules", [])]
     paths += [name for group in info.get("operators", []) for name in group.get("python-modules", [])]
+    paths += [entry["handler"] for entry in info.get("asset-uris", [])]
+    assert len(paths) >= 8, paths
     for path in paths:
         module_name, _, attribute = path.rpartition(".")
         try:
@@ -55,3 +57,16 @@ def test_pure_modules_import_nothing_of_the_engine(module: str) -> None:
     for line in imports:
         if "airflow_provider_streambed" in line:
             assert any(name in line for name in allowed), line
+
+
+def test_providers_manager_lists_hooks_and_asset_scheme() -> None:
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    manager = ProvidersManagerTaskRuntime()
+    hooks = manager.hooks
+    catalog = hooks["streambed_catalog"]
+    assert catalog is not None
+    assert catalog.hook_class_name == "airflow_provider_streambed.hooks.catalog.StreambedCatalogHook"
+    assert catalog.connection_id_attribute_name == "catalog_conn_id"
+    manager.initialize_providers_asset_uri_resources()
+    assert "streambed" in manager.asset_uri_handlers

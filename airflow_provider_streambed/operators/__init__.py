@@ -1,0 +1,1 @@
+"""Airflow operators of the streambed provider: capture, refresh and publish one cut."""

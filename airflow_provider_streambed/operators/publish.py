@@ -1,0 +1,101 @@
+"""``PublishCutOperator``: commit all members as one cut, advance the slot, emit Asset events."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.sdk import AssetAlias, Context, TriggerRule
+
+from airflow_provider_streambed.assets import member_assets
+from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run
+
+logger = logging.getLogger(__name__)
+
+DOC_MD = """
+### publish_cut
+Runs only if every member refreshed (`all_success`). Commits every member table's new snapshot
+and the cut's ledger rows in **one catalog database transaction** (compare-and-swap on each
+table), so readers see all members at the new cut or none. Then advances the replication slot
+to W, and emits one Asset event per member table (`streambed://...`, extra: `cut_id`,
+`watermark_lsn`, `group`). Idempotent: a run already published is not published again (a
+cleared publish task finishes the slot advance and emits no second set of events).
+"""
+
+
+def asset_alias(group_name: str) -> AssetAlias:
+    """The alias the publish task emits its member Asset events through."""
+    return AssetAlias(name=f"streambed-{group_name}-cuts")
+
+
+class PublishCutOperator(StreambedBaseOperator):
+    """Publish the run's staged members as the group's next cut; XCom gets the cut's facts.
+
+    Args:
+        group: the refresh-group declaration.
+        source_conn_id: the source connection, for advancing the slot (default: the group's).
+        catalog_conn_id: the catalog connection (default: the group's ``catalog_conn_id``).
+        staging_retention_hours: keep staged files of superseded runs this long.
+    """
+
+    template_fields = ("source_conn_id", "catalog_conn_id", "pinned_watermark", "cut_id")
+
+    def __init__(
+        self, *, source_conn_id: str | None = None, staging_retention_hours: float = 24.0, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("doc_md", DOC_MD)
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_SUCCESS)
+        group = kwargs["group"]
+        assets = member_assets(group)
+        kwargs.setdefault("outlets", [asset_alias(group.name)])
+        kwargs.setdefault("inlets", assets)
+        super().__init__(**kwargs)
+        self.source_conn_id = source_conn_id or self.group.source_conn_id
+        self.staging_retention_hours = staging_retention_hours
+        self.member_assets = assets
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Publish (or find) the run's cut, advance the slot and emit the Asset events once."""
+        from airflow_provider_streambed.capture.slot import advance_slot
+        from airflow_provider_streambed.hooks.source import StreambedSourceHook
+        from airflow_provider_streambed.publish.cut import publish_cut
+        from airflow_provider_streambed.refresh import collect_member_manifests
+        from airflow_provider_streambed.staging import JOB_SPEC_PATH, JobSpec, join, read_json, staging_root
+
+        run_key = self.run_key(context)
+        catalog, ledger = self.open_catalog()
+        run = require_run(ledger, self.group, run_key)
+        self.show(watermark=run.watermark)
+        cut = ledger.cut_for_run(self.group.name, run_key)
+        if cut is None:
+            from airflow_provider_streambed.catalog import warehouse_of
+
+            spec_data = read_json(join(staging_root(warehouse_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
+            if spec_data is None:
+                from airflow_provider_streambed.exceptions import PublishError
+
+                raise PublishError(f"group {self.group.name!r}, run {run_key!r}: no job spec; run refresh_group first")
+            manifests = collect_member_manifests(JobSpec.from_dict(spec_data))
+            cut = publish_cut(catalog, ledger, self.group, run_key, manifests,
+                              staging_retention_hours=self.staging_retention_hours)
+        else:
+            logger.info("group=%s run=%s W=%s: already published as cut %d", self.group.name, run_key,
+                        cut.watermark, cut.cut_id)
+        with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
+            advance_slot(conn, self.group, cut.watermark)
+        self.show(cut_id=cut.cut_id)
+        self.emit_asset_events(context, cut.cut_id, str(cut.watermark))
+        logger.info("group=%s W=%s cut=%d: published", self.group.name, cut.watermark, cut.cut_id)
+        return {"run_key": run_key, "cut_id": cut.cut_id, "watermark_lsn": str(cut.watermark),
+                "members": sorted(cut.members)}
+
+    def emit_asset_events(self, context: Context, cut_id: int, watermark: str) -> None:
+        """One event per member table for this cut, unless an earlier try already emitted them."""
+        recent = context["inlet_events"][self.member_assets[0]].ascending(False).limit(20)
+        if any((event.extra or {}).get("cut_id") == cut_id for event in recent):
+            logger.info("group=%s cut=%d: Asset events were emitted before; not again", self.group.name, cut_id)
+            return
+        extra: dict[str, Any] = {"group": self.group.name, "cut_id": cut_id, "watermark_lsn": watermark}
+        alias_events = context["outlet_events"][asset_alias(self.group.name)]
+        for asset in self.member_assets:
+            alias_events.add(asset, extra=extra)

@@ -1,0 +1,57 @@
+"""Every templated field of the three operators renders; parsing opens no connection."""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_provider_streambed import Mirror, RefreshGroup
+from airflow_provider_streambed.operators.capture import CaptureWatermarkOperator
+from airflow_provider_streambed.operators.publish import PublishCutOperator
+from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
+from airflow_provider_streambed.task_group import WATERMARK_TEMPLATE
+
+GROUP = RefreshGroup(name="bank", source_conn_id="bank_pg", catalog_conn_id="lake", namespace="bank",
+                     members=[Mirror("accounts")])
+CONTEXT = {"params": {"watermark_lsn": "0/16B3748", "env": "prod"}, "ds": "2026-11-23"}
+
+
+def _dag() -> DAG:
+    return DAG("templates", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"))
+
+
+def test_capture_renders_connection_ids_and_the_watermark_param() -> None:
+    with _dag():
+        task = CaptureWatermarkOperator(task_id="c", group=GROUP, source_conn_id="src_{{ params.env }}",
+                                        catalog_conn_id="lake_{{ params.env }}", watermark_lsn=WATERMARK_TEMPLATE)
+    task.render_template_fields(dict(CONTEXT))  # type: ignore[arg-type]  (a minimal context)
+    assert (task.source_conn_id, task.catalog_conn_id, task.watermark_lsn) == ("src_prod", "lake_prod", "0/16B3748")
+    assert task.pinned_watermark == ""
+
+
+def test_capture_watermark_template_is_empty_without_the_param() -> None:
+    with _dag():
+        task = CaptureWatermarkOperator(task_id="c", group=GROUP, watermark_lsn=WATERMARK_TEMPLATE)
+    task.render_template_fields({"params": {"watermark_lsn": None}})  # type: ignore[arg-type]
+    assert task.watermark_lsn == ""
+    assert task.source_conn_id == "bank_pg"
+
+
+def test_refresh_renders_spark_connection_and_conf() -> None:
+    with _dag():
+        task = RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="spark_{{ params.env }}",
+                                    conf={"spark.app.tag": "{{ ds }}"})
+    task.render_template_fields(dict(CONTEXT))  # type: ignore[arg-type]
+    assert (task.spark_conn_id, task.conf, task.catalog_conn_id) == ("spark_prod", {"spark.app.tag": "2026-11-23"},
+                                                                     "lake")
+
+
+def test_publish_renders_connection_ids_and_shows_w_and_cut() -> None:
+    with _dag():
+        task = PublishCutOperator(task_id="p", group=GROUP, source_conn_id="{{ params.env }}_pg")
+    task.render_template_fields(dict(CONTEXT))  # type: ignore[arg-type]
+    assert task.source_conn_id == "prod_pg"
+    assert task.trigger_rule == "all_success"
+    task.show(watermark="0/16B3748", cut_id=7)
+    assert (task.pinned_watermark, task.cut_id) == ("0/16B3748", "7")
+    assert task.doc_md is not None and "all_success" in task.doc_md
