@@ -32,7 +32,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return handler(args)
 
 
+def _add_cuts_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``streambed cuts list|show|verify``: inspect a group's published cuts."""
+    from airflow_provider_streambed import cli_cuts
+
+    parser = subparsers.add_parser("cuts", help="list, show or verify a group's published cuts")
+    cli_cuts.add_arguments(parser)
+    parser.set_defaults(handler=cli_cuts.run)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
+_COMMANDS.append(_add_cuts_command)
 
 if __name__ == "__main__":
     sys.exit(main())

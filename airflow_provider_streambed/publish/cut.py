@@ -1,0 +1,242 @@
+"""Publishing one run's staged member outputs as the group's next cut, atomically and idempotently.
+
+Steps: check the catalog can commit a group (before any work); return the run's cut if the
+ledger has it; check the manifests (every member, one W, W above the last cut); load every
+member table (one pointer query); move the staged files into the tables; record the attempt;
+build and write each member's new metadata in parallel; swap all pointers and record the cut
+in one transaction (:mod:`.commit`); then delete this run's staging, abandoned runs' staging
+and the metadata files of dead attempts. The caller advances the replication slot afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import CreateTableTransaction, Transaction
+from sqlalchemy.exc import IntegrityError
+
+from airflow_provider_streambed.catalog import supports_group_commit, warehouse_of
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import CatalogCapabilityError, PublishConflictError, PublishError
+from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish.attempts import Attempt, abandon, sweep_attempts
+from airflow_provider_streambed.publish.cleanup import clean_staging
+from airflow_provider_streambed.publish.commit import AlreadyPublished, BeforeCommit, commit_group, record_cut
+from airflow_provider_streambed.publish.tables import (
+    MemberPlan,
+    build_member,
+    current_pointers,
+    cut_tag,
+    move_staged_files,
+    parallel,
+    plan_members,
+    stage_cut_updates,
+)
+from airflow_provider_streambed.staging import MemberManifest
+
+logger = logging.getLogger(__name__)
+
+#: Snapshot summary properties every member snapshot of a cut carries.
+GROUP_PROPERTY = "streambed.group"
+CUT_ID_PROPERTY = "streambed.cut-id"
+WATERMARK_PROPERTY = "streambed.watermark-lsn"
+RUN_KEY_PROPERTY = "streambed.run-key"
+
+
+def check_capability(catalog: Catalog, group: RefreshGroup) -> None:
+    """Refuse a catalog that cannot commit several tables atomically, unless the group opts out.
+
+    Raises:
+        CatalogCapabilityError: the catalog has no group commit and ``group.atomicity`` is ``group``.
+    """
+    if group.atomicity == "group" and not supports_group_commit(catalog):
+        raise CatalogCapabilityError(
+            f"group {group.name!r}: catalog {catalog.name!r} ({type(catalog).__name__}) cannot commit several "
+            "tables atomically; use a SQL catalog (SQLite or PostgreSQL) or declare atomicity='per_table' "
+            "(weaker: readers may see a half-published cut)"
+        )
+
+
+def run_watermark(group: RefreshGroup, run_key: str, manifests: Mapping[str, MemberManifest]) -> Lsn:
+    """The run's W: the one watermark of all manifests, which must cover exactly the members.
+
+    Raises:
+        PublishError: members are missing or unknown, or the manifests disagree on W.
+    """
+    names = {member.name for member in group.members}
+    if missing := sorted(names - set(manifests)):
+        raise PublishError(f"group {group.name!r}, run {run_key!r}: no staged output for members {missing}")
+    if unknown := sorted(set(manifests) - names):
+        raise PublishError(f"group {group.name!r}, run {run_key!r}: staged output of unknown members {unknown}")
+    watermarks = {manifest.watermark for manifest in manifests.values()}
+    if len(watermarks) != 1:
+        found = {name: str(manifest.watermark) for name, manifest in sorted(manifests.items())}
+        raise PublishError(f"group {group.name!r}, run {run_key!r}: members were staged at different W: {found}")
+    return watermarks.pop()
+
+
+def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn) -> int:
+    """Check the run against the ledger; returns the number the cut will get."""
+    run = ledger.get_run(group, run_key)
+    if run is not None and run.watermark != watermark:
+        raise PublishError(
+            f"group {group!r}, run {run_key!r}: staged at W={watermark} but the ledger pinned W={run.watermark}"
+        )
+    if run is not None and run.state == RunState.SUPERSEDED:
+        raise PublishError(f"group {group!r}, run {run_key!r} (W={watermark}) was superseded by a newer cut")
+    last = ledger.last_cut(group)
+    if last is not None and watermark <= last.watermark:
+        raise PublishError(
+            f"group {group!r}, run {run_key!r}: W={watermark} is not above cut {last.cut_id}'s W={last.watermark}"
+        )
+    return 1 if last is None else last.cut_id + 1
+
+
+def publish_cut(
+    catalog: Catalog,
+    ledger: Ledger,
+    group: RefreshGroup,
+    run_key: str,
+    manifests: Mapping[str, MemberManifest],
+    *,
+    staging_retention_hours: float = 24.0,
+    before_commit: BeforeCommit | None = None,
+) -> CutRecord:
+    """Publish the run's staged member outputs as the group's next cut.
+
+    Args:
+        catalog: the Iceberg catalog of the member tables.
+        ledger: the run ledger, in the catalog's database for an atomic cut.
+        group: the group declaration.
+        run_key: the run key.
+        manifests: every member's staged output, all at the run's W.
+        staging_retention_hours: how long staging of pinned (possibly running) runs is kept.
+        before_commit: called inside the transaction after the pointer updates (fault injection).
+
+    Returns:
+        The cut, also when the run had published it before (then nothing changes).
+
+    Raises:
+        CatalogCapabilityError: see :func:`check_capability`.
+        PublishConflictError: another writer changed a member table or published meanwhile.
+        PublishError: the manifests or the ledger do not allow the publish.
+    """
+    check_capability(catalog, group)
+    existing = ledger.cut_for_run(group.name, run_key)
+    if existing is not None:
+        logger.info("group=%s cut=%d W=%s: run %s was published before", group.name, existing.cut_id,
+                    existing.watermark, run_key)
+        _clean_up(catalog, ledger, group.name, run_key, existing, staging_retention_hours)
+        return existing
+    watermark = run_watermark(group, run_key, manifests)
+    cut_id = _check_run(ledger, group.name, run_key, watermark)
+    started = time.perf_counter()
+    properties = {
+        GROUP_PROPERTY: group.name,
+        CUT_ID_PROPERTY: str(cut_id),
+        WATERMARK_PROPERTY: str(watermark),
+        RUN_KEY_PROPERTY: run_key,
+    }
+    if group.atomicity == "group" and isinstance(catalog, SqlCatalog):
+        record, plans = _publish_group(catalog, ledger, group, run_key, watermark, cut_id, manifests, properties,
+                                       before_commit)
+    else:
+        record, plans = _publish_per_table(catalog, ledger, group, run_key, watermark, cut_id, manifests, properties)
+    logger.info("group=%s cut=%d W=%s: published %d members in %.3f s", group.name, record.cut_id, watermark,
+                len(plans), time.perf_counter() - started)
+    _clean_up(catalog, ledger, group.name, run_key, record, staging_retention_hours)
+    return record
+
+
+def _publish_group(
+    catalog: SqlCatalog,
+    ledger: Ledger,
+    group: RefreshGroup,
+    run_key: str,
+    watermark: Lsn,
+    cut_id: int,
+    manifests: Mapping[str, MemberManifest],
+    properties: dict[str, str],
+    before_commit: BeforeCommit | None,
+) -> tuple[CutRecord, Mapping[str, MemberPlan]]:
+    if ledger.engine.url.render_as_string(hide_password=False) != catalog.engine.url.render_as_string(
+        hide_password=False
+    ):
+        raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
+    warehouse = warehouse_of(catalog)
+    plans = plan_members(catalog, group.namespace, manifests, current_pointers(catalog, group.namespace, manifests))
+    files = {name: move_staged_files(plans[name], manifests[name].files, run_key) for name in plans}
+    attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
+    tag = cut_tag(group.name, cut_id)
+    try:
+        parallel(lambda p: build_member(p, files[p.member], properties, tag, attempt.commit_uuid), plans.values())
+        record = commit_group(catalog, ledger, group.name, run_key, watermark, cut_id, plans, before_commit)
+    except AlreadyPublished as found:
+        abandon(catalog, warehouse, attempt)
+        return found.record, plans
+    except (PublishConflictError, IntegrityError) as error:
+        abandon(catalog, warehouse, attempt)
+        if (existing := ledger.cut_for_run(group.name, run_key)) is not None:
+            return existing, plans  # a concurrent publisher of the same run won
+        if isinstance(error, IntegrityError):
+            raise PublishConflictError(
+                f"group {group.name!r}, run {run_key!r}: another run published a cut at W={watermark} meanwhile"
+            ) from error
+        raise
+    except BaseException:
+        abandon(catalog, warehouse, attempt)
+        raise
+    attempt.forget(warehouse)
+    return record, plans
+
+
+def _publish_per_table(
+    catalog: Catalog,
+    ledger: Ledger,
+    group: RefreshGroup,
+    run_key: str,
+    watermark: Lsn,
+    cut_id: int,
+    manifests: Mapping[str, MemberManifest],
+    properties: dict[str, str],
+) -> tuple[CutRecord, Mapping[str, MemberPlan]]:
+    """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
+    logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
+    pointers = {}
+    for name in manifests:
+        try:
+            pointers[name] = catalog.load_table((group.namespace, name)).metadata_location
+        except NoSuchTableError:
+            continue
+    plans = plan_members(catalog, group.namespace, manifests, pointers)
+    tag = cut_tag(group.name, cut_id)
+    for plan in plans.values():
+        files = move_staged_files(plan, manifests[plan.member].files, run_key)
+        if plan.base_location is None:
+            transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
+        else:
+            transaction = plan.table.transaction()
+        plan.snapshot_id = stage_cut_updates(transaction, files, properties, tag, None)
+        plan.new_location = transaction.commit_transaction().metadata_location
+    with ledger.begin() as connection:
+        record = record_cut(ledger, connection, group.name, run_key, watermark, cut_id, plans)
+    return record, plans
+
+
+def _clean_up(catalog: Catalog, ledger: Ledger, group: str, run_key: str, record: CutRecord, retention: float) -> None:
+    """Delete staging and orphaned metadata; failures are logged, never raised (the cut is published)."""
+    warehouse = warehouse_of(catalog)
+    try:
+        if isinstance(catalog, SqlCatalog):
+            sweep_attempts(catalog, warehouse, group)
+        # <table>/metadata/<file>.metadata.json -> <table>
+        locations = [member.metadata_location.rsplit("/", 2)[0] for member in record.members.values()]
+        clean_staging(ledger.engine, warehouse, group, run_key, locations, retention)
+    except Exception as error:  # the cut stands; the next publish sweeps again
+        logger.warning("group=%s: cleanup after publish failed: %s", group, error)

@@ -1,0 +1,222 @@
+"""Building each member table's next snapshot without moving its catalog pointer.
+
+For every member this module loads the current table (all pointer rows in one query, metadata
+files read in parallel), or stages a new table on first use, then stages on a pyiceberg
+``Transaction`` the updates of one cut: schema evolution if the staged files gained columns,
+the default name mapping (Spark writes Parquet without field ids), one overwrite snapshot that
+replaces every previous data file with the staged ones, and the tag ``<group>-cut-<k>``. The
+resulting metadata file is written; the pointer is moved later, by the group commit.
+
+It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_create_staged_table``,
+``_parse_metadata_version``, ``Transaction._updates``); ``pyproject.toml`` bounds pyiceberg below 0.13.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow.parquet as pq
+from pyarrow import fs
+from pyiceberg.catalog import Catalog, MetastoreCatalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.io import load_file_io
+from pyiceberg.io.pyarrow import parquet_file_to_data_file
+from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.serializers import FromInputFile, ToOutputFile
+from pyiceberg.table import StagedTable, Table, TableProperties, Transaction
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import update_table_metadata
+from pyiceberg.table.update.snapshot import ManageSnapshots
+from sqlalchemy import select
+
+from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.staging import MemberManifest
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Threads for per-member file I/O (metadata reads, Parquet footers, Avro and JSON writes).
+IO_THREADS = 16
+
+
+def cut_tag(group: str, cut_id: int) -> str:
+    """The Iceberg tag of a member snapshot in cut ``cut_id``: ``<group>-cut-<k>``."""
+    return f"{group}-cut-{cut_id}"
+
+
+def run_data_dir(table_location: str, run_key: str) -> str:
+    """Where a run's staged files live once published into a table: ``<table>/data/<run key>``."""
+    return f"{table_location.rstrip('/')}/data/{run_key}"
+
+
+@dataclass(slots=True)
+class MemberPlan:
+    """One member's table before and after the cut.
+
+    Attributes:
+        member: member name.
+        identifier: ``(namespace, table)``.
+        table: the current table, or a staged new table on first use.
+        base_location: the current metadata location (``None``: the table does not exist yet).
+        new_location: where the new metadata file is written.
+        new_metadata: the table metadata with the cut's snapshot (set by :func:`build_member`).
+        snapshot_id: the cut's snapshot id (set by :func:`build_member`).
+    """
+
+    member: str
+    identifier: tuple[str, str]
+    table: Table
+    base_location: str | None
+    new_location: str
+    new_metadata: TableMetadata | None = None
+    snapshot_id: int = 0
+
+    @property
+    def table_name(self) -> str:
+        """``namespace.table``."""
+        return ".".join(self.identifier)
+
+
+def parallel(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``map`` over ``items`` in a thread pool (file I/O bound), re-raising the first error."""
+    listed = list(items)
+    if len(listed) <= 1:
+        return [function(item) for item in listed]
+    with ThreadPoolExecutor(max_workers=min(IO_THREADS, len(listed))) as pool:
+        return list(pool.map(function, listed))
+
+
+def current_pointers(catalog: SqlCatalog, namespace: str, names: Iterable[str]) -> dict[str, str]:
+    """The current metadata location of each existing table ``namespace.<name>``, in one query."""
+    rows = IcebergTables.__table__
+    query = select(rows.c.table_name, rows.c.metadata_location).where(
+        rows.c.catalog_name == catalog.name,
+        rows.c.table_namespace == namespace,
+        rows.c.table_name.in_(list(names)),
+    )
+    with catalog.engine.connect() as connection:
+        return {row.table_name: row.metadata_location for row in connection.execute(query)}
+
+
+def plan_members(
+    catalog: Catalog, namespace: str, manifests: Mapping[str, MemberManifest], pointers: Mapping[str, str]
+) -> dict[str, MemberPlan]:
+    """Load (or stage, on first use) every member's table; ``pointers`` from :func:`current_pointers`."""
+    if any(name not in pointers for name in manifests):
+        catalog.create_namespace_if_not_exists(namespace)
+
+    def plan(member: str) -> MemberPlan:
+        identifier = (namespace, member)
+        location = pointers.get(member)
+        if location is None:
+            staged = _stage_new_table(catalog, identifier, manifests[member])
+            return MemberPlan(member, identifier, staged, None, staged.metadata_location)
+        metadata = FromInputFile.table_metadata(load_file_io(catalog.properties, location).new_input(location))
+        io = load_file_io({**catalog.properties, **metadata.properties}, location)
+        table = Table(identifier=identifier, metadata=metadata, metadata_location=location, io=io, catalog=catalog)
+        version = MetastoreCatalog._parse_metadata_version(location) + 1
+        new_location = load_location_provider(metadata.location, metadata.properties).new_table_metadata_file_location(
+            version
+        )
+        return MemberPlan(member, identifier, table, location, new_location)
+
+    return dict(zip(manifests, parallel(plan, manifests), strict=True))
+
+
+def _stage_new_table(catalog: Catalog, identifier: tuple[str, str], manifest: MemberManifest) -> StagedTable:
+    """A new table whose schema comes from the staged Parquet footer (the name mapping follows)."""
+    if not manifest.files:
+        raise PublishError(
+            f"member {manifest.member!r}: table {'.'.join(identifier)} does not exist yet and the staged "
+            "output has no Parquet file to take its schema from"
+        )
+    filesystem, path = fs.FileSystem.from_uri(manifest.files[0])
+    with filesystem.open_input_file(path) as stream:
+        arrow_schema = pq.read_schema(stream)
+    schema = Catalog._convert_schema_if_needed(arrow_schema)
+    if not isinstance(catalog, MetastoreCatalog):
+        raise PublishError(f"catalog {catalog.name!r} cannot stage table {'.'.join(identifier)}")
+    return catalog._create_staged_table(identifier, schema)
+
+
+def move_staged_files(plan: MemberPlan, files: tuple[str, ...], run_key: str) -> tuple[str, ...]:
+    """Move a member's staged files into its table's ``data/<run key>/``; returns the new URIs.
+
+    Idempotent: a file already moved by an earlier attempt of the same run is found in place.
+    """
+    target_dir = run_data_dir(plan.table.metadata.location, run_key)
+    moved = []
+    for source in files:
+        target = f"{target_dir}/{source.rsplit('/', 1)[-1]}"
+        filesystem, source_path = fs.FileSystem.from_uri(source)
+        target_path = fs.FileSystem.from_uri(target)[1]
+        if filesystem.get_file_info(source_path).type != fs.FileType.NotFound:
+            filesystem.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
+            with contextlib.suppress(OSError):  # a concurrent publisher of the same run moved it first
+                filesystem.move(source_path, target_path)
+        if filesystem.get_file_info(target_path).type == fs.FileType.NotFound:
+            raise PublishError(f"member {plan.member!r}: staged file {source} is missing (not published either)")
+        moved.append(target)
+    return tuple(moved)
+
+
+def stage_cut_updates(
+    transaction: Transaction, files: tuple[str, ...], snapshot_properties: dict[str, str], tag: str, commit_uuid: object
+) -> int:
+    """Stage the cut on ``transaction``: schema, name mapping, overwrite snapshot, tag.
+
+    Returns:
+        The new snapshot's id.
+    """
+    table = transaction._table
+    if files:
+        filesystem, path = fs.FileSystem.from_uri(files[0])
+        with filesystem.open_input_file(path) as stream:
+            arrow_schema = pq.read_schema(stream)
+        if transaction.table_metadata.schema().as_arrow().remove_metadata() != arrow_schema.remove_metadata():
+            with transaction.update_schema() as update:
+                update.union_by_name(arrow_schema)
+    if transaction.table_metadata.name_mapping() is None:
+        mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
+        transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+    metadata = transaction.table_metadata
+    previous: list[DataFile] = []
+    if (snapshot := metadata.current_snapshot()) is not None:
+        for manifest in snapshot.manifests(table.io):
+            previous.extend(
+                entry.data_file
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+                if entry.data_file.content == DataFileContent.DATA
+            )
+    added = [parquet_file_to_data_file(table.io, metadata, file) for file in files]
+    snapshot_update = transaction.update_snapshot(snapshot_properties=snapshot_properties)
+    with snapshot_update.overwrite(commit_uuid=commit_uuid) as overwrite:  # type: ignore[arg-type]  # a UUID
+        for data_file in previous:
+            overwrite.delete_data_file(data_file)
+        for data_file in added:
+            overwrite.append_data_file(data_file)
+        snapshot_id = overwrite.snapshot_id
+    with ManageSnapshots(transaction) as refs:  # staged in the same metadata as the snapshot
+        refs.create_tag(snapshot_id, tag)
+    return snapshot_id
+
+
+def build_member(
+    plan: MemberPlan, files: tuple[str, ...], snapshot_properties: dict[str, str], tag: str, commit_uuid: object
+) -> MemberPlan:
+    """Stage the cut's updates for one member and write its new metadata file (no pointer move)."""
+    transaction = Transaction(plan.table)
+    plan.snapshot_id = stage_cut_updates(transaction, files, snapshot_properties, tag, commit_uuid)
+    plan.new_metadata = update_table_metadata(
+        plan.table.metadata, transaction._updates, metadata_location=plan.base_location
+    )
+    ToOutputFile.table_metadata(plan.new_metadata, plan.table.io.new_output(plan.new_location))
+    return plan

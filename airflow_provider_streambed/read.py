@@ -1,0 +1,202 @@
+"""Reading published cuts: every member table at the snapshot of one cut, never a mix.
+
+A :class:`Cut` is read from the ledger in one query and names, per member, the snapshot id and
+the metadata file written by that cut. Readers open that metadata file directly
+(``StaticTable``), so a reader holding a ``Cut`` keeps seeing it while newer cuts are published.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import StaticTable
+
+from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import CutNotFoundError, PublishError
+from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
+from airflow_provider_streambed.lsn import Lsn
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from duckdb import DuckDBPyConnection
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+def load_duckdb_iceberg(con: DuckDBPyConnection) -> None:
+    """Load DuckDB's iceberg extension, from the ``duckdb-extension-*`` PyPI packages when installed.
+
+    Those packages ship the extension files for one DuckDB version and need no network;
+    otherwise DuckDB installs the extension from its repository.
+    """
+    import duckdb
+
+    for name in ("avro", "iceberg"):
+        spec = importlib.util.find_spec(f"duckdb_extension_{name}")
+        path = None
+        if spec is not None and spec.origin is not None:
+            candidate = Path(spec.origin).parent / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+            path = candidate if candidate.exists() else None
+        if path is not None:
+            con.execute(f"LOAD '{path}'")
+        else:
+            con.execute(f"INSTALL {name}; LOAD {name}")
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One published cut of a group: its watermark and each member's snapshot.
+
+    Attributes:
+        group: the group name.
+        cut_id: the cut number (1, 2, 3, ...).
+        watermark: W: the cut holds exactly the source transactions with commit LSN < W.
+        prev_watermark: the previous cut's W (``None`` for cut 1).
+        published_at: when the cut was published (UTC).
+        run_key: the run that published it.
+        members: per member, its table, snapshot id and metadata location.
+    """
+
+    group: str
+    cut_id: int
+    watermark: Lsn
+    prev_watermark: Lsn | None
+    published_at: Any
+    run_key: str
+    members: Mapping[str, CutMember]
+    catalog: Catalog = field(repr=False, compare=False)
+
+    @classmethod
+    def from_record(cls, record: CutRecord, catalog: Catalog) -> Cut:
+        """A ``Cut`` from the ledger's record."""
+        return cls(record.group, record.cut_id, record.watermark, record.prev_watermark, record.published_at,
+                   record.run_key, dict(record.members), catalog)
+
+    def member(self, name: str) -> CutMember:
+        """The member ``name`` of this cut.
+
+        Raises:
+            KeyError: no such member.
+        """
+        if name not in self.members:
+            raise KeyError(f"group {self.group!r}, cut {self.cut_id} has no member {name!r}")
+        return self.members[name]
+
+    def table(self, name: str) -> StaticTable:
+        """Member ``name``'s table as written by this cut (its metadata file, not the catalog's pointer)."""
+        return StaticTable.from_metadata(self.member(name).metadata_location, properties=self.catalog.properties)
+
+    def to_arrow(self, name: str) -> pa.Table:
+        """Member ``name``'s rows at this cut."""
+        return self.table(name).scan(snapshot_id=self.member(name).snapshot_id).to_arrow()
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per member at this cut, from the snapshot summaries (no data read)."""
+        counts = {}
+        for name, member in self.members.items():
+            snapshot = self.table(name).snapshot_by_id(member.snapshot_id)
+            summary = snapshot.summary if snapshot is not None else None
+            total = summary.get("total-records") if summary is not None else None
+            counts[name] = int(total) if total is not None else -1
+        return counts
+
+    def to_duckdb(self, con: DuckDBPyConnection) -> DuckDBPyConnection:
+        """Register every member as a DuckDB view (named like the member) at this cut's snapshot."""
+        load_duckdb_iceberg(con)
+        for name, member in self.members.items():
+            location = member.metadata_location.replace("'", "''")
+            con.execute(
+                f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM '
+                f"iceberg_scan('{location}', snapshot_from_id => {member.snapshot_id})"
+            )
+        return con
+
+    def to_spark(self, spark: SparkSession) -> dict[str, Any]:
+        """Register every member as a Spark temp view from its planned file list; returns the DataFrames."""
+        frames: dict[str, Any] = {}
+        for name, member in self.members.items():
+            table = self.table(name)
+            files = plan_snapshot_files(table, member.snapshot_id)
+            if files:
+                frame = spark.read.parquet(*files)
+            else:
+                frame = spark.createDataFrame(table.scan(snapshot_id=member.snapshot_id).to_arrow())
+            frame.createOrReplaceTempView(name)
+            frames[name] = frame
+        return frames
+
+    def verify(self) -> list[str]:
+        """Problems with this cut: a member snapshot missing, or not carrying this cut's id and W."""
+        problems = []
+        expected = {"streambed.group": self.group, "streambed.cut-id": str(self.cut_id),
+                    "streambed.watermark-lsn": str(self.watermark)}
+        for name, member in sorted(self.members.items()):
+            try:
+                current = self.catalog.load_table(member.table_identifier)
+            except Exception as error:  # reported, not raised: verify lists every problem
+                problems.append(f"member {name!r}: table {member.table_identifier} cannot be loaded: {error}")
+                continue
+            snapshot = current.snapshot_by_id(member.snapshot_id)
+            if snapshot is None:
+                problems.append(f"member {name!r}: snapshot {member.snapshot_id} is missing from "
+                                f"{member.table_identifier}")
+                continue
+            summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+            for key, value in expected.items():
+                if summary.get(key) != value:
+                    problems.append(f"member {name!r}: snapshot {member.snapshot_id} has {key}={summary.get(key)!r}, "
+                                    f"expected {value!r}")
+        return problems
+
+
+class CutReader:
+    """Finds the published cuts of one group.
+
+    Args:
+        catalog_or_props: an open catalog, or catalog properties for :func:`open_catalog`.
+        group: the group (or its name).
+        ledger: the run ledger; defaults to the one in a SQL catalog's database.
+    """
+
+    def __init__(
+        self, catalog_or_props: Catalog | Mapping[str, str], group: RefreshGroup | str, ledger: Ledger | None = None
+    ) -> None:
+        self.catalog = catalog_or_props if isinstance(catalog_or_props, Catalog) else open_catalog(catalog_or_props)
+        self.group = group.name if isinstance(group, RefreshGroup) else group
+        if ledger is None:
+            if not isinstance(self.catalog, SqlCatalog):
+                raise PublishError(f"group {self.group!r}: pass the ledger; catalog {self.catalog.name!r} has none")
+            ledger = Ledger(self.catalog.engine)
+        self.ledger = ledger
+
+    def latest(self) -> Cut:
+        """The newest cut.
+
+        Raises:
+            CutNotFoundError: nothing was published yet.
+        """
+        record = self.ledger.last_cut(self.group)
+        if record is None:
+            raise CutNotFoundError(f"group {self.group!r} has no published cut")
+        return Cut.from_record(record, self.catalog)
+
+    def get(self, cut_id: int) -> Cut:
+        """Cut ``cut_id`` (raises :class:`CutNotFoundError`)."""
+        return Cut.from_record(self.ledger.get_cut(self.group, cut_id), self.catalog)
+
+    def as_of_lsn(self, lsn: Lsn) -> Cut:
+        """The newest cut whose W is at most ``lsn`` (raises :class:`CutNotFoundError`)."""
+        return Cut.from_record(self.ledger.cut_as_of(self.group, lsn), self.catalog)
+
+    def list(self) -> list[Cut]:
+        """Every cut of the group, oldest first."""
+        return [Cut.from_record(record, self.catalog) for record in self.ledger.list_cuts(self.group)]
