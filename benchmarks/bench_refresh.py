@@ -1,0 +1,215 @@
+"""Benchmark of the refresh step on Spark local[2]; prints figures and ratios (no asserts).
+
+1. Groups of 1, 5 and 10 members (one mirror + SQL members over it): wall time of one
+   spark-submit application per run vs one application per member.
+2. Per-run fixed cost vs rows: one-mirror runs of growing size through spark-submit.
+3. A 2M-row mirror with 1 % of rows changed (in one in-process session, so no JVM start is
+   counted): refresh time relative to a plain full rewrite (read + write of the same rows) and to
+   the first (bootstrap) merge. The mirror still rewrites all files; unchanged keys skip the sort.
+
+Run: ``.venv/bin/python -m benchmarks.bench_refresh [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, SqlMember
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
+from airflow_provider_streambed.staging import (
+    CAPTURE_DIR,
+    CaptureManifest,
+    JobSpec,
+    MemberManifest,
+    TableCapture,
+    capture_manifest_uri,
+    staging_root,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ("id", "grp", "amount", "at")
+
+
+def changelog(ids: np.ndarray, lsn: int, ops: str | np.ndarray, seed: int) -> pa.Table:
+    """Changelog rows for ``ids`` at commit LSN ``lsn`` (one transaction, ``_seq`` in order)."""
+    rng = np.random.default_rng(seed)
+    count = len(ids)
+    amounts = pc.cast(pa.array(rng.integers(-(10**8), 10**8, count)), pa.decimal128(19, 0))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "grp": pa.array(rng.integers(0, 100, count), pa.int32()),
+            "amount": pc.cast(amounts, pa.decimal128(14, 2)),
+            "at": pa.array(rng.integers(0, 10**15, count), pa.int64()).cast(pa.timestamp("us")),
+            "_commit_lsn": pa.array(np.full(count, lsn), pa.int64()),
+            "_xid": pa.array(np.full(count, lsn), pa.int64()),
+            "_seq": pa.array(np.arange(count), pa.int32()),
+            "_op": pa.array(np.full(count, ops) if isinstance(ops, str) else ops, pa.string()),
+        }
+    )
+
+
+def stage_capture(
+    warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table, watermark: int, bootstrap: bool
+) -> str:
+    """Write the mirror's changelog and the capture manifest of a run; return the manifest URI."""
+    root = staging_root(warehouse.as_uri(), group.name, run_key)
+    directory = warehouse / "_streambed" / group.name / run_key / CAPTURE_DIR / "facts"
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, directory / "segment-0000.parquet")
+    capture = TableCapture(
+        "facts",
+        "public.facts",
+        COLUMNS,
+        ("id",),
+        ((directory / "segment-0000.parquet").as_uri(),),
+        len(rows),
+        bootstrap,
+    )
+    manifest = CaptureManifest(group.name, run_key, Lsn(watermark), Lsn(0), 1, (capture,))
+    write_json(capture_manifest_uri(root), manifest.to_dict())
+    return capture_manifest_uri(root)
+
+
+def make_spec(
+    warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table, watermark: int, previous: MemberManifest | None
+) -> JobSpec:
+    """A job spec over a staged changelog, on top of ``previous`` (the mirror's previous output)."""
+    manifest_uri = stage_capture(warehouse, group, run_key, rows, watermark, previous is None)
+    return JobSpec(
+        group=group.to_dict(),
+        run_key=run_key,
+        watermark=Lsn(watermark),
+        prev_watermark=None if previous is None else previous.watermark,
+        cut_number=1 if previous is None else 2,
+        staging_root=staging_root(warehouse.as_uri(), group.name, run_key),
+        capture_manifest=manifest_uri,
+        previous_files={} if previous is None else {"facts": previous.files},
+        previous_key_columns={} if previous is None else {"facts": ("id",)},
+    )
+
+
+def group_of(size: int) -> RefreshGroup:
+    """One mirror plus ``size - 1`` SQL members aggregating it."""
+    members: list[Member] = [Mirror("public.facts")]
+    members += [
+        SqlMember(
+            f"agg{index}",
+            f"SELECT grp, sum(amount) AS total FROM facts WHERE grp % {index + 1} = 0 GROUP BY grp",
+            ("facts",),
+        )
+        for index in range(1, size)
+    ]
+    return RefreshGroup(f"bench{size}", "src", "cat", "ns", tuple(members))
+
+
+def timed_submit(spec: JobSpec, per_member: bool) -> float:
+    spec_uri = write_job_spec(spec)
+    start = time.perf_counter()
+    if per_member:
+        for member in RefreshGroup.from_dict(spec.group).topological_members():
+            run_local_spark_submit(spec_uri, members=[member.name])
+    else:
+        run_local_spark_submit(spec_uri)
+    return time.perf_counter() - start
+
+
+def bench_application_modes(warehouse: Path, sizes: list[int], rows: int) -> None:
+    print(f"\n## One application per run vs per member ({rows} mirror rows)")
+    print(f"{'members':>8} {'per run s':>10} {'per member s':>13} {'ratio':>6}")
+    data = changelog(np.arange(rows), 0, "I", 1)
+    for size in sizes:
+        group = group_of(size)
+        single = timed_submit(make_spec(warehouse, group, "single", data, 100, None), per_member=False)
+        each = timed_submit(make_spec(warehouse, group, "each", data, 100, None), per_member=True)
+        print(f"{size:>8} {single:>10.1f} {each:>13.1f} {each / single:>6.2f}")
+
+
+def bench_fixed_cost(warehouse: Path, row_counts: list[int]) -> None:
+    print("\n## Per-run fixed cost vs rows (1 mirror, one application)")
+    print(f"{'rows':>10} {'wall s':>8} {'over smallest s':>16}")
+    group = group_of(1)
+    base = None
+    for rows in row_counts:
+        wall = timed_submit(
+            make_spec(warehouse, group, f"rows{rows}", changelog(np.arange(rows), 0, "I", 2), 100, None), False
+        )
+        base = wall if base is None else base
+        print(f"{rows:>10} {wall:>8.1f} {wall - base:>16.1f}")
+
+
+def bench_incremental(warehouse: Path, rows: int, changed_fraction: float) -> None:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_streambed.refresh.job import REQUIRED_CONF, run_job
+    from airflow_provider_streambed.refresh.plan import LOCAL_CONF
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master("local[2]").appName("bench-incremental")
+    for key, value in {**LOCAL_CONF, **REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    group = group_of(1)
+    start = time.perf_counter()
+    first = run_job(spark, make_spec(warehouse, group, "inc1", changelog(np.arange(rows), 0, "I", 3), 100, None))[
+        "facts"
+    ]
+    bootstrap = time.perf_counter() - start
+
+    changed = int(rows * changed_fraction)
+    rng = np.random.default_rng(4)
+    touched = rng.choice(rows, size=changed, replace=False)
+    ops = np.where(np.arange(changed) % 4 == 0, "D", "U")
+    ids = np.concatenate([touched, np.arange(rows, rows + changed // 4)])
+    ops = np.concatenate([ops, np.full(changed // 4, "I")])
+    start = time.perf_counter()
+    second = run_job(spark, make_spec(warehouse, group, "inc2", changelog(ids, 200, ops, 5), 300, first))["facts"]
+    incremental = time.perf_counter() - start
+
+    start = time.perf_counter()
+    spark.read.parquet(*first.files).write.mode("overwrite").parquet((warehouse / "copy").as_uri())
+    rewrite = time.perf_counter() - start
+    spark.stop()
+    print(f"\n## {rows} row mirror, {changed} keys changed ({changed_fraction:.0%}), in-process local[2]")
+    print(f"bootstrap merge (all rows through the changelog): {bootstrap:.1f} s")
+    print(f"incremental refresh (previous files + changes):  {incremental:.1f} s  ({second.row_count} rows)")
+    print(f"plain full rewrite (read + write all rows):       {rewrite:.1f} s")
+    print(
+        f"incremental / plain full rewrite = {incremental / rewrite:.2f}; "
+        f"incremental / bootstrap = {incremental / bootstrap:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes for a smoke run")
+    arguments = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-refresh-") as directory:
+        warehouse = Path(directory)
+        if arguments.quick:
+            bench_application_modes(warehouse, [1, 2], 1_000)
+            bench_fixed_cost(warehouse, [1_000, 20_000])
+            bench_incremental(warehouse, 50_000, 0.01)
+        else:
+            bench_application_modes(warehouse, [1, 5, 10], 10_000)
+            bench_fixed_cost(warehouse, [1_000, 1_000_000])
+            bench_incremental(warehouse, 2_000_000, 0.01)
+
+
+if __name__ == "__main__":
+    main()
