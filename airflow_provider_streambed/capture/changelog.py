@@ -1,0 +1,151 @@
+"""Streaming writer of changelog segments: one series of Parquet files per mirrored table.
+
+Rows are buffered per table and written as one row group every ``batch_rows`` rows, so memory is
+bounded by the batch, never by a transaction or the WAL range. Each file has the row columns
+(typed from the Relation message, see :mod:`.types`) plus ``_commit_lsn`` (int64), ``_xid``
+(int64), ``_seq`` (int64, order inside the transaction) and ``_op`` (``I``/``U``/``D``/``T``).
+
+Unchanged-TOAST markers: every column whose type can be stored out of line (not fixed-width)
+always gets a boolean ``_toast_<column>``, true where the change left that value unchanged (the
+value itself is then null). Always having them keeps a table's schema stable across files and
+runs. A Relation message with a different column layout (``ALTER TABLE`` mid-range) closes the
+current file and starts a new one with the new schema; readers merge schemas.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from airflow_provider_streambed.capture.pgoutput import UNCHANGED_TOAST, Column, Value
+from airflow_provider_streambed.capture.types import arrow_type, convert_column, may_be_toasted
+from airflow_provider_streambed.staging import COMMIT_LSN, OP, SEQ, TOAST_MARKER_PREFIX, XID, join
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 50_000
+
+
+def changelog_schema(layout: tuple[Column, ...]) -> pa.Schema:
+    """The Parquet schema of a table's changelog files for a column layout."""
+    fields = [pa.field(c.name, arrow_type(c.type_oid, c.type_modifier)) for c in layout]
+    fields += [pa.field(COMMIT_LSN, pa.int64()), pa.field(XID, pa.int64()), pa.field(SEQ, pa.int64()),
+               pa.field(OP, pa.string())]
+    fields += [pa.field(TOAST_MARKER_PREFIX + c.name, pa.bool_()) for c in layout if may_be_toasted(c.type_oid)]
+    return pa.schema(fields)
+
+
+@dataclass
+class TableLog:
+    """The changelog files of one table being written.
+
+    Attributes:
+        where: ``group/member/table`` for error messages.
+        directory: URI of the directory the files go to.
+        prefix: file name prefix (``changes`` or ``bootstrap``).
+        layout: the current column layout.
+    """
+
+    where: str
+    directory: str
+    prefix: str
+    layout: tuple[Column, ...]
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    files: list[str] = field(default_factory=list)
+    changes: int = 0
+    _rows: list[list[Value]] = field(default_factory=list)
+    _lsns: list[int] = field(default_factory=list)
+    _xids: list[int] = field(default_factory=list)
+    _seqs: list[int] = field(default_factory=list)
+    _ops: list[str] = field(default_factory=list)
+    _unchanged: list[tuple[int, int]] = field(default_factory=list)
+    _writer: pq.ParquetWriter | None = None
+
+    def set_layout(self, layout: tuple[Column, ...]) -> None:
+        """Follow a Relation message: a changed layout starts a new file."""
+        if layout == self.layout:
+            return
+        self.flush()
+        self._close_writer()
+        self.layout = layout
+
+    def add(self, op: str, values: list[Value], commit_lsn: int, xid: int, seq: int) -> None:
+        """Buffer one change; ``values`` may hold None and UNCHANGED_TOAST (bytes otherwise)."""
+        if UNCHANGED_TOAST in values:
+            for index, value in enumerate(values):
+                if value is UNCHANGED_TOAST:
+                    self._unchanged.append((len(self._rows), index))
+                    values[index] = None
+        self._rows.append(values)
+        self._lsns.append(commit_lsn)
+        self._xids.append(xid)
+        self._seqs.append(seq)
+        self._ops.append(op)
+        if len(self._rows) >= self.batch_rows:
+            self.flush()
+
+    def add_rows(self, rows: Sequence[Sequence[bytes | str | None]], op: str, commit_lsn: int) -> None:
+        """Buffer rows of one op at one commit LSN (bootstrap copies): xid 0, ``_seq`` = row number."""
+        count = len(rows)
+        start = self.changes + len(self._rows)
+        self._rows.extend(rows)  # type: ignore[arg-type]  # text values are converted like bytes
+        self._lsns.extend([commit_lsn] * count)
+        self._xids.extend([0] * count)
+        self._seqs.extend(range(start, start + count))
+        self._ops.extend([op] * count)
+        if len(self._rows) >= self.batch_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as one row group."""
+        if not self._rows:
+            return
+        schema = changelog_schema(self.layout)
+        count = len(self._rows)
+        columns = list(zip(*self._rows, strict=True)) if self.layout else []
+        arrays: list[pa.Array] = [
+            convert_column(values, c.type_oid, c.type_modifier, f"{self.where}, column {c.name!r}")
+            for values, c in zip(columns, self.layout, strict=True)
+        ]
+        arrays += [pa.array(self._lsns, pa.int64()), pa.array(self._xids, pa.int64()),
+                   pa.array(self._seqs, pa.int64()), pa.array(self._ops, pa.string())]
+        arrays += self._markers(count)
+        self._writer_for(schema).write_table(pa.Table.from_arrays(arrays, schema=schema))
+        self.changes += count
+        for buffer in (self._rows, self._lsns, self._xids, self._seqs, self._ops, self._unchanged):
+            buffer.clear()
+
+    def _markers(self, count: int) -> list[pa.Array]:
+        toastable = [index for index, c in enumerate(self.layout) if may_be_toasted(c.type_oid)]
+        flags = {index: [False] * count for index in toastable}
+        for row, index in self._unchanged:
+            flags[index][row] = True
+        return [pa.array(flags[index], pa.bool_()) for index in toastable]
+
+    def _writer_for(self, schema: pa.Schema) -> pq.ParquetWriter:
+        if self._writer is None:
+            uri = join(self.directory, f"{self.prefix}-{len(self.files):05d}.parquet")
+            filesystem, path = fs.FileSystem.from_uri(uri)
+            filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+            self._writer = pq.ParquetWriter(path, schema, filesystem=filesystem)
+            self.files.append(uri)
+        return self._writer
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def close(self) -> tuple[str, ...]:
+        """Flush and close; a table without any change still gets one empty file (its schema)."""
+        self.flush()
+        if not self.files:
+            self._writer_for(changelog_schema(self.layout))
+        self._close_writer()
+        logger.debug("%s: wrote %d changes in %d files", self.where, self.changes, len(self.files))
+        return tuple(self.files)

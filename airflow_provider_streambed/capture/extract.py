@@ -1,0 +1,263 @@
+"""Extraction: decode the slot's changes up to W and write them as changelog segments.
+
+``pg_logical_slot_peek_binary_changes(slot, W, NULL, 'proto_version', '1', 'publication_names',
+pub)`` is read through a server-side cursor in batches; each row holds one pgoutput message. The
+slot is never advanced here (see :func:`.slot.advance_slot`).
+
+Which transactions are kept is decided by this code, not trusted to the server: a transaction is
+kept iff ``start <= commit_lsn < W``. ``Begin.final_lsn`` already is the commit LSN, so the
+decision is taken at Begin and the rows stream straight to the writer (memory stays bounded for
+any transaction size); the Commit must then carry the same LSN, and a result that ends inside a
+transaction fails loudly. A transaction whose commit record starts exactly at W (possible when W
+sits right after a WAL page header) is dropped here and comes again after the slot is advanced
+to W. Relation messages are processed for every transaction, kept or not.
+
+Updates that change the key are written as a ``D`` of the old key and a ``U`` of the new row
+(next ``_seq``). Unchanged-TOAST values are taken from the old row when the table has
+``REPLICA IDENTITY FULL`` (PostgreSQL logs it detoasted); otherwise they stay marked (see
+:mod:`.changelog`), and a key change with an unchanged TOASTed value cannot be resolved by the
+merge: give such tables ``REPLICA IDENTITY FULL``.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from airflow_provider_streambed.capture.changelog import DEFAULT_BATCH_ROWS, TableLog
+from airflow_provider_streambed.capture.names import publication_name, slot_name
+from airflow_provider_streambed.capture.pgoutput import (
+    UNCHANGED_TOAST,
+    Begin,
+    Commit,
+    Relation,
+    Truncate,
+    Value,
+    decode_message,
+    decode_update,
+    read_tuple,
+)
+from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import DecodeError
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.staging import OP_DELETE, OP_INSERT, OP_TRUNCATE, OP_UPDATE, join
+
+logger = logging.getLogger(__name__)
+
+#: Settings of the decoding session: pgoutput's text output depends on them.
+DECODING_SETTINGS = {
+    "TimeZone": "UTC",
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+    "extra_float_digits": "3",
+    "bytea_output": "hex",
+}
+PEEK_QUERY = (
+    "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, %s::text::pg_lsn, NULL, "
+    "'proto_version', '1', 'publication_names', %s)"
+)
+DEFAULT_FETCH_ROWS = 20_000
+_RELID = struct.Struct(">I").unpack_from
+_INSERT, _UPDATE, _DELETE, _BEGIN, _COMMIT = ord("I"), ord("U"), ord("D"), ord("B"), ord("C")
+
+
+def configure_decoding_session(conn: psycopg.Connection[Any]) -> None:
+    """Pin the session settings that pgoutput's text values depend on."""
+    for name, value in DECODING_SETTINGS.items():
+        conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+
+@dataclass
+class _Target:
+    """Where the changes of one relation go."""
+
+    log: TableLog
+    key_indexes: tuple[int, ...]
+
+
+@dataclass
+class ChangeStream:
+    """Turns pgoutput messages into changelog rows for the kept transactions.
+
+    Attributes:
+        group: the group name (messages).
+        tables: the mirrored tables by ``schema.table``.
+        logs: the changelog writers by ``schema.table``.
+        start: keep commits at or after this LSN (the slot's confirmed position).
+        watermark: keep commits before W.
+    """
+
+    group: str
+    tables: dict[str, SourceTable]
+    logs: dict[str, TableLog]
+    start: int
+    watermark: int
+    transactions: int = 0
+    skipped: int = 0
+    _targets: dict[int, _Target] = field(default_factory=dict)
+    _open: Begin | None = None
+    _keep: bool = False
+    _seq: int = 0
+
+    def feed(self, data: bytes) -> None:
+        """Process one message."""
+        tag = data[0]
+        if tag == _INSERT:
+            if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+                self._add(target, OP_INSERT, read_tuple(data, 6)[0])
+        elif tag == _UPDATE:
+            if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+                self._update(target, data)
+        elif tag == _DELETE:
+            if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+                self._add(target, OP_DELETE, read_tuple(data, 6)[0])
+        else:
+            self._control(decode_message(data))
+
+    def _control(self, message: Any) -> None:
+        if isinstance(message, Begin):
+            if self._open is not None:
+                raise DecodeError(f"group {self.group!r}: Begin of xid {message.xid} inside xid {self._open.xid}")
+            self._open, self._seq = message, 0
+            self._keep = self.start <= message.final_lsn < self.watermark
+            if not self._keep:
+                self.skipped += 1
+        elif isinstance(message, Commit):
+            self._commit(message)
+        elif isinstance(message, Relation):
+            self._relation(message)
+        elif isinstance(message, Truncate) and self._keep:
+            for oid in message.relation_oids:
+                if (target := self._targets.get(oid)) is not None:
+                    self._add(target, OP_TRUNCATE, [None] * len(target.log.layout))
+
+    def _commit(self, message: Commit) -> None:
+        begin = self._open
+        if begin is None or begin.final_lsn != message.commit_lsn:
+            raise DecodeError(
+                f"group {self.group!r}: Commit at {Lsn(message.commit_lsn)} does not match its Begin "
+                f"({'none' if begin is None else Lsn(begin.final_lsn)})"
+            )
+        if self._keep:
+            if not message.commit_lsn < self.watermark:
+                raise DecodeError(f"group {self.group!r}: kept a transaction committed at {Lsn(message.commit_lsn)}")
+            self.transactions += 1
+        self._open, self._keep = None, False
+
+    def _relation(self, relation: Relation) -> None:
+        qualified = f"{relation.namespace or 'pg_catalog'}.{relation.name}"
+        table = self.tables.get(qualified)
+        if table is None:
+            self._targets.pop(relation.oid, None)
+            return
+        log = self.logs[qualified]
+        log.set_layout(relation.columns)
+        names = [column.name for column in relation.columns]
+        self._targets[relation.oid] = _Target(log, tuple(names.index(k) for k in table.key_columns if k in names))
+
+    def _add(self, target: _Target, op: str, values: list[Value]) -> None:
+        assert self._open is not None
+        target.log.add(op, values, self._open.final_lsn, self._open.xid, self._seq)
+        self._seq += 1
+
+    def _update(self, target: _Target, data: bytes) -> None:
+        update = decode_update(data)
+        new, old = update.new, update.old
+        if old is not None and update.old_kind == "O" and UNCHANGED_TOAST in new:
+            new = [old[i] if value is UNCHANGED_TOAST else value for i, value in enumerate(new)]
+        if old is not None and any(
+            new[i] is not UNCHANGED_TOAST and old[i] != new[i] for i in target.key_indexes
+        ):
+            key_only = [old[i] if i in target.key_indexes else None for i in range(len(old))]
+            self._add(target, OP_DELETE, key_only)
+        self._add(target, OP_UPDATE, new)
+
+    def finish(self) -> None:
+        """Check the result did not end inside a transaction.
+
+        Raises:
+            DecodeError: it did (the server returned a partial transaction).
+        """
+        if self._open is not None:
+            raise DecodeError(f"group {self.group!r}: the changes ended inside transaction xid {self._open.xid}")
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractResult:
+    """What an extraction wrote."""
+
+    transactions: int
+    skipped: int
+    messages: int
+    files: dict[str, tuple[str, ...]]
+    changes: dict[str, int]
+    columns: dict[str, tuple[str, ...]]
+
+
+def extract_changes(
+    conn: psycopg.Connection[Any],
+    group: RefreshGroup,
+    tables: dict[str, SourceTable],
+    capture_dir: str,
+    start: Lsn,
+    watermark: Lsn,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    fetch_rows: int = DEFAULT_FETCH_ROWS,
+) -> ExtractResult:
+    """Write the changes of the transactions with ``start <= commit LSN < W`` under ``capture_dir``.
+
+    Args:
+        conn: an autocommit connection to the source database (its session settings are pinned).
+        group: the refresh group.
+        tables: the mirrored tables by member name (from :func:`.source.ensure_source`).
+        capture_dir: the run's ``_capture`` directory URI; files go to ``<member>/changes-*.parquet``.
+        start: the slot's confirmed position.
+        watermark: W.
+        batch_rows: rows per Parquet row group.
+        fetch_rows: peek rows fetched per round trip.
+
+    Returns:
+        Counts and the files written, by member.
+    """
+    by_name = {table.qualified_name: table for table in tables.values()}
+    logs = {
+        table.qualified_name: TableLog(
+            f"group {group.name!r}, member {table.member!r}, table {table.qualified_name!r}",
+            join(capture_dir, table.member), "changes", table.layout, batch_rows,
+        )
+        for table in tables.values()
+    }
+    stream = ChangeStream(group.name, by_name, logs, start.value, watermark.value)
+    configure_decoding_session(conn)
+    began = time.monotonic()
+    messages = 0
+    with conn.transaction():
+        cursor = conn.cursor(name="streambed_peek", binary=True)
+        cursor.execute(PEEK_QUERY, (slot_name(group), str(watermark), publication_name(group)))
+        while batch := cursor.fetchmany(fetch_rows):
+            messages += len(batch)
+            feed = stream.feed
+            for (data,) in batch:
+                feed(data)
+        cursor.close()
+    stream.finish()
+    files = {by_name[name].member: log.close() for name, log in logs.items()}
+    logger.info(
+        "group=%s W=%s: extracted transactions=%d (skipped %d) messages=%d in %.2f s",
+        group.name, watermark, stream.transactions, stream.skipped, messages, time.monotonic() - began,
+    )
+    return ExtractResult(
+        transactions=stream.transactions,
+        skipped=stream.skipped,
+        messages=messages,
+        files=files,
+        changes={by_name[name].member: log.changes for name, log in logs.items()},
+        columns={by_name[name].member: tuple(c.name for c in log.layout) for name, log in logs.items()},
+    )

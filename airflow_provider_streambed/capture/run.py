@@ -1,0 +1,217 @@
+"""One capture step of a run: source checks, bootstrap copies, pinned W, changelog, manifest.
+
+:func:`capture_run` is idempotent per run key: the first call pins W in the ledger before it
+extracts; a retry reuses that W, and returns the manifest without extracting again when it
+exists for that W. It never advances the slot past a published cut (the caller does, after
+publish, with :func:`~airflow_provider_streambed.capture.slot.advance_slot`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from pyarrow import fs
+
+from airflow_provider_streambed.capture.bootstrap import BootstrapCopy, copy_tables, read_marker, write_marker
+from airflow_provider_streambed.capture.extract import extract_changes
+from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
+from airflow_provider_streambed.capture.slot import (
+    REMEDY,
+    advance_slot,
+    check_slot,
+    create_slot_with_snapshot,
+    drop_slot,
+)
+from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, ensure_source, slot_exists
+from airflow_provider_streambed.capture.watermark import pin_watermark
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import SlotError, SourceError, WatermarkError
+from airflow_provider_streambed.ledger import Ledger, RunRecord
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.staging import (
+    CAPTURE_DIR,
+    CaptureManifest,
+    TableCapture,
+    capture_manifest_uri,
+    join,
+    read_json,
+    staging_root,
+    write_json,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureResult:
+    """What the capture step of a run produced."""
+
+    watermark: Lsn
+    manifest_uri: str
+    manifest: CaptureManifest
+    holdback: HoldbackReport
+    bootstrap: bool
+
+    def summary(self) -> dict[str, Any]:
+        """Small JSON-able facts for XCom: W as text and counts (no URIs of files, no secrets)."""
+        return {
+            "group": self.manifest.group,
+            "run_key": self.manifest.run_key,
+            "watermark": str(self.watermark),
+            "start": str(self.manifest.start),
+            "transactions": self.manifest.transactions,
+            "changes": sum(table.changes for table in self.manifest.tables),
+            "tables": len(self.manifest.tables),
+            "bootstrap": self.bootstrap,
+            **self.holdback.summary(),
+        }
+
+
+def _autocommit(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
+    if conn.autocommit:
+        return
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        raise SourceError(f"group {group.name!r}: the source connection has an open transaction; commit it first")
+    conn.autocommit = True
+
+
+def _first_copies(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
+    stored: RunRecord | None,
+) -> dict[str, BootstrapCopy]:
+    """The copies of a group's first run: reused when the slot is still where they were taken."""
+    marker = read_marker(capture_dir)
+    if slot_exists(conn, group):
+        confirmed = check_slot(conn, group).confirmed_flush
+        if marker is not None and marker[0] == confirmed and set(marker[1]) == set(tables):
+            logger.info("group=%s: reusing the bootstrap copies at %s", group.name, confirmed)
+            return marker[1]
+        if stored is not None:
+            raise SlotError(
+                f"group {group.name!r}: run pinned W={stored.watermark} but its bootstrap copies are gone; "
+                "start a new run"
+            )
+        drop_slot(conn, group)  # nothing pinned or published from it yet
+    elif stored is not None:
+        raise SlotError(f"group {group.name!r}: the slot vanished after W={stored.watermark} was pinned; {REMEDY}")
+    check_slot_capacity(conn, group)
+    with create_slot_with_snapshot(conn, group) as created:
+        copies = copy_tables(conn, group, list(tables.values()), capture_dir, snapshot_name=created.snapshot_name)
+    write_marker(capture_dir, created.consistent_point, copies)
+    return copies
+
+
+def _added_copies(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: list[SourceTable], capture_dir: str
+) -> dict[str, BootstrapCopy]:
+    """Copies of mirrors that have no previous cut (added to an existing group)."""
+    if not tables:
+        return {}
+    marker = read_marker(capture_dir)
+    if marker is not None and {t.member for t in tables} <= set(marker[1]):
+        return {t.member: marker[1][t.member] for t in tables}
+    copies = copy_tables(conn, group, tables, capture_dir)
+    write_marker(capture_dir, None, copies)
+    return copies
+
+
+def _remove_change_files(capture_dir: str) -> None:
+    """Delete changelog files of an earlier attempt (bootstrap copies stay)."""
+    filesystem, path = fs.FileSystem.from_uri(capture_dir)
+    infos = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True, recursive=True))
+    for info in infos:
+        if info.type == fs.FileType.File and info.base_name.startswith("changes-"):
+            filesystem.delete_file(info.path)
+
+
+def _existing_result(root: str, stored: RunRecord) -> CaptureResult | None:
+    uri = capture_manifest_uri(root)
+    data = read_json(uri)
+    if data is None:
+        return None
+    manifest = CaptureManifest.from_dict(data)
+    if manifest.watermark != stored.watermark:
+        return None
+    logger.info("group=%s run=%s W=%s: capture already done", manifest.group, manifest.run_key, manifest.watermark)
+    bootstrap = any(table.bootstrap for table in manifest.tables)
+    return CaptureResult(manifest.watermark, uri, manifest, HoldbackReport(), bootstrap)
+
+
+def capture_run(
+    conn: psycopg.Connection[Any],
+    group: RefreshGroup,
+    ledger: Ledger,
+    run_key: str,
+    warehouse: str,
+    *,
+    explicit_watermark: Lsn | None = None,
+    holdback_warn_seconds: float = 60.0,
+    flush_timeout_seconds: float = 30.0,
+) -> CaptureResult:
+    """Capture the changes of one run up to its pinned W and write its changelog and manifest.
+
+    Args:
+        conn: a connection to the source database; switched to autocommit, session settings pinned.
+        group: the refresh group.
+        ledger: the run ledger (its tables are created if missing).
+        run_key: the run key; a retry with it reuses W and a finished capture.
+        warehouse: warehouse URI; files go under the run's staging root.
+        explicit_watermark: pin this W instead of the current WAL position (checked).
+        holdback_warn_seconds: report transactions open longer than this at pin time.
+        flush_timeout_seconds: how long to wait for the WAL flush up to W.
+
+    Raises:
+        SourceError: the source cannot serve the group (SlotError for slot trouble).
+        WatermarkError: a bad explicit W or a flush timeout.
+        DecodeError: the change stream could not be decoded.
+    """
+    _autocommit(conn, group)
+    ledger.create()
+    root = staging_root(warehouse, group.name, run_key)
+    capture_dir = join(root, CAPTURE_DIR)
+    stored = ledger.get_run(group.name, run_key)
+    if stored is not None and (done := _existing_result(root, stored)) is not None:
+        return done
+    tables = ensure_source(conn, group, create_slot=False)
+    last = ledger.last_cut(group.name)
+    if last is None:
+        copies = _first_copies(conn, group, tables, capture_dir, stored)
+    else:
+        if check_slot(conn, group).confirmed_flush < last.watermark:
+            advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
+        added = [table for member, table in tables.items() if member not in last.members]
+        copies = _added_copies(conn, group, added, capture_dir)
+    start = check_slot(conn, group).confirmed_flush
+    holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
+    watermark = pin_watermark(
+        conn, ledger, group, run_key, explicit_watermark=explicit_watermark,
+        flush_timeout_seconds=flush_timeout_seconds, floor=start,
+    )
+    if watermark < start:
+        raise WatermarkError(f"group {group.name!r}, run {run_key!r}: W={watermark} is behind the slot at {start}")
+    _remove_change_files(capture_dir)
+    extracted = extract_changes(conn, group, tables, capture_dir, start, watermark)
+    captures = []
+    for member, table in tables.items():
+        copy = copies.get(member)
+        captures.append(TableCapture(
+            member=member,
+            source_table=table.qualified_name,
+            columns=extracted.columns[member],
+            key_columns=table.key_columns,
+            files=(copy.files if copy else ()) + extracted.files[member],
+            changes=(copy.rows if copy else 0) + extracted.changes[member],
+            bootstrap=copy is not None,
+        ))
+    manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, tuple(captures))
+    uri = capture_manifest_uri(root)
+    write_json(uri, manifest.to_dict())
+    logger.info(
+        "group=%s run=%s W=%s: captured transactions=%d changes=%d bootstrap=%s", group.name, run_key, watermark,
+        manifest.transactions, sum(c.changes for c in captures), bool(copies),
+    )
+    return CaptureResult(watermark, uri, manifest, holdback, bool(copies))

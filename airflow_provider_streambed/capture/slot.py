@@ -1,0 +1,169 @@
+"""The group's replication slot: health checks, creation with an exported snapshot, and advancing.
+
+The slot is only ever advanced to a published cut's watermark (:func:`advance_slot`, called
+after publish), so a failed run loses nothing: the next run decodes again from the confirmed
+position, which is the previous cut's W.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from airflow_provider_streambed.capture.names import slot_name
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import SlotError
+from airflow_provider_streambed.lsn import Lsn
+
+logger = logging.getLogger(__name__)
+
+#: What to do when the slot is gone: a fresh slot would silently skip transactions.
+REMEDY = (
+    "changes since the last cut cannot be recovered; re-bootstrap the group: drop the slot if it still "
+    "exists, then capture under a new group name (or remove the group's cuts from the ledger) so that "
+    "the first run copies every table again"
+)
+
+_STATUS_QUERY = """
+SELECT confirmed_flush_lsn::text, restart_lsn::text, active, active_pid, wal_status,
+       pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::int8, safe_wal_size, two_phase
+FROM pg_replication_slots WHERE slot_name = %s AND database = current_database()
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStatus:
+    """A healthy slot's position and the WAL it holds back."""
+
+    confirmed_flush: Lsn
+    restart_lsn: Lsn
+    retained_bytes: int
+    safe_wal_size: int | None
+
+
+def check_slot(conn: psycopg.Connection[Any], group: RefreshGroup, *, retained_warn_bytes: int = 1 << 30) -> SlotStatus:
+    """Check the group's slot exists, is idle and has not lost WAL; warn when it retains much WAL.
+
+    Raises:
+        SlotError: the slot is missing, in use by another session, lost, or decodes two-phase.
+    """
+    name = slot_name(group)
+    row = conn.execute(_STATUS_QUERY, (name,)).fetchone()
+    if row is None:
+        raise SlotError(f"group {group.name!r}: replication slot {name!r} does not exist; {REMEDY}")
+    confirmed, restart, active, active_pid, wal_status, retained, safe_size, two_phase = row
+    if wal_status == "lost":
+        raise SlotError(f"group {group.name!r}: replication slot {name!r} has lost required WAL; {REMEDY}")
+    if active and active_pid != conn.info.backend_pid:
+        raise SlotError(
+            f"group {group.name!r}: replication slot {name!r} is in use by process {active_pid}; "
+            "another run of the group is reading it, retry when it has finished"
+        )
+    if two_phase:
+        raise SlotError(f"group {group.name!r}: slot {name!r} was created with two_phase; drop it and re-bootstrap")
+    if retained is not None and retained > retained_warn_bytes:
+        logger.warning(
+            "group=%s: slot %s retains %d bytes of WAL (safe_wal_size=%s); publish cuts to release it",
+            group.name, name, retained, safe_size,
+        )
+    return SlotStatus(Lsn.parse(confirmed), Lsn.parse(restart), int(retained or 0), safe_size)
+
+
+def advance_slot(conn: psycopg.Connection[Any], group: RefreshGroup, watermark: Lsn) -> None:
+    """Confirm every transaction with commit LSN < ``watermark`` as consumed; idempotent.
+
+    Call it only after the cut at ``watermark`` is published. A slot already at or past
+    ``watermark`` is left alone (never moved backwards).
+
+    Raises:
+        SlotError: the slot is missing or could not reach ``watermark``.
+    """
+    name = slot_name(group)
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+            "WHERE slot_name = %s AND database = current_database()",
+            (name,),
+        ).fetchone()
+        if row is None:
+            raise SlotError(f"group {group.name!r}: cannot advance slot {name!r} to W={watermark}: it does not exist")
+        if Lsn.parse(row[0]) >= watermark:
+            logger.info("group=%s W=%s: slot %s already at %s", group.name, watermark, name, row[0])
+            return
+        reached = conn.execute(
+            "SELECT end_lsn::text FROM pg_replication_slot_advance(%s, %s::text::pg_lsn)", (name, str(watermark))
+        ).fetchone()
+    if reached is None or Lsn.parse(reached[0]) < watermark:
+        raise SlotError(
+            f"group {group.name!r}: slot {name!r} reached {reached[0] if reached else '?'}, not W={watermark}"
+        )
+    logger.info("group=%s W=%s: advanced slot %s", group.name, watermark, name)
+
+
+def replication_conninfo(conn: psycopg.Connection[Any]) -> str:
+    """The connection's parameters (password included) for a ``replication=database`` session.
+
+    Secret: never log the result.
+    """
+    parameters = dict(conn.info.get_parameters())
+    if conn.info.password:
+        parameters["password"] = conn.info.password
+    parameters["replication"] = "database"
+    return make_conninfo("", **parameters)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedSlot:
+    """A new slot's consistent point and the snapshot exported at it."""
+
+    consistent_point: Lsn
+    snapshot_name: str
+
+
+@contextmanager
+def create_slot_with_snapshot(conn: psycopg.Connection[Any], group: RefreshGroup) -> Iterator[CreatedSlot]:
+    """Create the group's ``pgoutput`` slot and export the snapshot at its consistent point.
+
+    The snapshot stays importable (``SET TRANSACTION SNAPSHOT``) while the ``with`` block runs:
+    a copy taken in it holds exactly the transactions the slot will not decode. Creation waits
+    for running write transactions.
+
+    Raises:
+        SlotError: the slot cannot be created (rights, capacity, pg_hba for replication).
+    """
+    name = slot_name(group)
+    try:
+        replication = psycopg.connect(replication_conninfo(conn), autocommit=True)
+    except psycopg.Error as error:
+        raise SlotError(
+            f"group {group.name!r}: cannot open a replication connection to create slot {name!r} "
+            f"(pg_hba.conf must allow it and the role needs REPLICATION): {error.diag.message_primary}"
+        ) from error
+    with replication:
+        try:
+            command = sql.SQL("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT").format(
+                sql.Identifier(name)
+            )
+            row = replication.execute(command).fetchone()
+        except psycopg.Error as error:
+            raise SlotError(f"group {group.name!r}: cannot create slot {name!r}: {error}") from error
+        assert row is not None
+        created = CreatedSlot(Lsn.parse(row[1]), row[2])
+        logger.info("group=%s: created slot %s at consistent point %s", group.name, name, created.consistent_point)
+        yield created
+
+
+def drop_slot(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
+    """Drop the group's slot if it exists (only before the group's first cut)."""
+    conn.execute(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+        "WHERE slot_name = %s AND database = current_database()",
+        (slot_name(group),),
+    )

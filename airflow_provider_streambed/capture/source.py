@@ -1,0 +1,198 @@
+"""Checks the source database can serve a group, and keeps the group's publication in step.
+
+:func:`ensure_source` is idempotent: it checks ``wal_level``, replication rights, every mirrored
+table and its key, then creates the group's publication or sets its tables to the declaration's
+(``ALTER PUBLICATION ... SET TABLE``). A table added later to a publication is captured only from
+the ALTER on (publication membership is evaluated at each change's LSN), which is why a mirror
+without a previous cut gets a bootstrap copy (see :mod:`.bootstrap`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from airflow_provider_streambed.capture.names import mirror_table, publication_name, slot_name
+from airflow_provider_streambed.capture.pgoutput import Column
+from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.exceptions import SlotError, SourceError
+
+logger = logging.getLogger(__name__)
+
+_TABLE_QUERY = """
+SELECT c.oid::int8, c.relreplident::text,
+       (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS columns,
+       (SELECT array_agg(a.atttypid::int8 ORDER BY a.attnum) FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS types,
+       (SELECT array_agg(a.atttypmod ORDER BY a.attnum) FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS modifiers,
+       (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
+          FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
+         WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key,
+       (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
+          FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
+         WHERE i.indrelid = c.oid AND i.indisreplident) AS identity_index
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTable:
+    """A mirrored source table as the catalog describes it.
+
+    Attributes:
+        member: the Mirror member's name.
+        qualified_name: ``schema.table``.
+        oid: the table's OID.
+        layout: live, non-generated columns in attribute order, as a Relation message lists them.
+        key_columns: primary key, else replica identity index, else all columns under
+            ``REPLICA IDENTITY FULL``; empty for an append-only table without any of these.
+    """
+
+    member: str
+    qualified_name: str
+    oid: int
+    layout: tuple[Column, ...]
+    key_columns: tuple[str, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The column names in source order."""
+        return tuple(column.name for column in self.layout)
+
+
+def check_server(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
+    """Fail unless ``wal_level`` is logical and the role may use replication slots.
+
+    Raises:
+        SourceError: the setting or the right is missing; the message says how to fix it.
+    """
+    row = conn.execute(
+        "SELECT current_setting('wal_level'), r.rolsuper OR r.rolreplication, current_user::text "
+        "FROM pg_roles r WHERE r.rolname = current_user"
+    ).fetchone()
+    assert row is not None
+    wal_level, may_replicate, role = row
+    if wal_level != "logical":
+        raise SourceError(
+            f"group {group.name!r}: the source has wal_level={wal_level!r}; logical decoding needs "
+            "wal_level=logical (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL)"
+        )
+    if not may_replicate:
+        raise SourceError(
+            f"group {group.name!r}: role {role!r} lacks replication rights; "
+            f"grant them with ALTER ROLE {role} REPLICATION"
+        )
+
+
+def describe_table(conn: psycopg.Connection[Any], group: RefreshGroup, mirror: Mirror) -> SourceTable:
+    """The catalog description of a mirrored table, checking it exists and has a usable key.
+
+    Raises:
+        SourceError: the table is missing, or has no primary key nor usable replica identity
+            while the mirror is not append-only.
+    """
+    row = conn.execute(_TABLE_QUERY, (mirror.schema, mirror.table)).fetchone()
+    where = f"group {group.name!r}, member {mirror.name!r}"
+    if row is None:
+        raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
+    oid, identity, names, types, modifiers, primary_key, identity_index = row
+    columns = tuple(names or ())
+    if identity == "i" and identity_index:
+        key = tuple(identity_index)
+    elif identity == "d" and primary_key:
+        key = tuple(primary_key)
+    elif identity == "f":
+        key = tuple(primary_key) if primary_key else columns
+    else:
+        key = ()
+    if not key and not mirror.append_only:
+        raise SourceError(
+            f"{where}: source table {mirror.qualified_table!r} has neither a primary key nor a usable "
+            "replica identity; add a primary key, set REPLICA IDENTITY USING INDEX/FULL, "
+            "or declare the mirror append_only=True"
+        )
+    layout = tuple(
+        Column(name, int(type_oid), int(modifier), name in key)
+        for name, type_oid, modifier in zip(columns, types or (), modifiers or (), strict=True)
+    )
+    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key)
+
+
+def sync_publication(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
+    """Create the group's publication, or set its tables to the declared mirrors."""
+    name = publication_name(group)
+    wanted = {m.qualified_table for m in group.mirrors}
+    current = conn.execute(
+        "SELECT schemaname::text || '.' || tablename::text FROM pg_publication_tables WHERE pubname = %s", (name,)
+    ).fetchall()
+    exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,)).fetchone() is not None
+    tables = sql.SQL(", ").join(mirror_table(m) for m in group.mirrors)
+    if not exists:
+        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(name), tables))
+        logger.info("group=%s: created publication %s over %d tables", group.name, name, len(wanted))
+    elif {table for (table,) in current} != wanted:
+        conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), tables))
+        logger.info("group=%s: publication %s now covers %s", group.name, name, sorted(wanted))
+
+
+def slot_exists(conn: psycopg.Connection[Any], group: RefreshGroup) -> bool:
+    """Whether the group's replication slot exists in this database."""
+    query = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND database = current_database()"
+    return conn.execute(query, (slot_name(group),)).fetchone() is not None
+
+
+def check_slot_capacity(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
+    """Fail if no replication slot is free for the group's new slot.
+
+    Raises:
+        SlotError: every slot is in use; names the setting to raise.
+    """
+    row = conn.execute(
+        "SELECT count(*), current_setting('max_replication_slots')::int FROM pg_replication_slots"
+    ).fetchone()
+    assert row is not None
+    used, total = row
+    if used >= total:
+        raise SlotError(
+            f"group {group.name!r}: all {total} replication slots are in use; drop an unused slot or raise "
+            "max_replication_slots (restart needed)"
+        )
+
+
+def ensure_source(
+    conn: psycopg.Connection[Any], group: RefreshGroup, *, create_slot: bool = True
+) -> dict[str, SourceTable]:
+    """Check the source and create (idempotently) the group's publication and slot.
+
+    The connection must be in autocommit mode. The capture step passes ``create_slot=False`` and
+    creates the slot itself, exporting its snapshot for the bootstrap copy.
+
+    Args:
+        conn: an autocommit connection to the source database.
+        group: the refresh group.
+        create_slot: create the ``pgoutput`` slot if it is missing (without two-phase decoding).
+
+    Returns:
+        The mirrored tables by member name.
+
+    Raises:
+        SourceError: a check failed (wal_level, rights, table, key); SlotError for slots.
+    """
+    check_server(conn, group)
+    tables = {m.name: describe_table(conn, group, m) for m in group.mirrors}
+    sync_publication(conn, group)
+    if create_slot and not slot_exists(conn, group):
+        check_slot_capacity(conn, group)
+        row = conn.execute(
+            "SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput', false, false)",
+            (slot_name(group),),
+        ).fetchone()
+        logger.info("group=%s: created slot %s at %s", group.name, slot_name(group), row[0] if row else "?")
+    return tables
