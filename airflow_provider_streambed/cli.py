@@ -41,8 +41,18 @@ def _add_cuts_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     parser.set_defaults(handler=cli_cuts.run)
 
 
+def _add_capture_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``streambed capture``: run a group's capture step once (debugging)."""
+    from airflow_provider_streambed import cli_capture
+
+    parser = subparsers.add_parser("capture", help="capture a group's changes up to a new W, for debugging")
+    cli_capture.add_arguments(parser)
+    parser.set_defaults(handler=cli_capture.run)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 _COMMANDS.append(_add_cuts_command)
+_COMMANDS.append(_add_capture_command)
 
 if __name__ == "__main__":
     sys.exit(main())
