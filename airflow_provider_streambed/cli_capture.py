@@ -66,11 +66,12 @@ def run(args: argparse.Namespace) -> int:
         group = load_group(args.group)
         warehouse = args.out if "://" in args.out else Path(args.out).resolve().as_uri()
         local = Path(args.out).resolve() if "://" not in args.out else None
-        if args.catalog_uri is None and local is None:
-            raise DeclarationError("--catalog-uri is required when --out is not a local directory")
         if local is not None:
             local.mkdir(parents=True, exist_ok=True)
-        ledger = Ledger(args.catalog_uri or f"sqlite:///{local / LEDGER_FILE}")
+        catalog_uri = args.catalog_uri or (None if local is None else f"sqlite:///{local / LEDGER_FILE}")
+        if catalog_uri is None:
+            raise DeclarationError("--catalog-uri is required when --out is not a local directory")
+        ledger = Ledger(catalog_uri)
         run_key = args.run_key or make_run_key("cli", os.urandom(6).hex())
         watermark = Lsn.parse(args.watermark) if args.watermark else None
         with psycopg.connect(dsn, autocommit=True) as conn:
