@@ -81,8 +81,25 @@ def run_watermark(group: RefreshGroup, run_key: str, manifests: Mapping[str, Mem
     return watermarks.pop()
 
 
-def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn) -> int:
-    """Check the run against the ledger; returns the number the cut will get."""
+def check_unchanged(group: str, plans: Mapping[str, MemberPlan], last: CutRecord | None) -> None:
+    """Refuse to publish over a member table that another writer changed since the last cut.
+
+    Raises:
+        PublishConflictError: a member table's current snapshot is not the one of the last cut.
+    """
+    for plan in plans.values():
+        previous = None if last is None else last.members.get(plan.member)
+        current = plan.table.metadata.current_snapshot_id
+        if previous is not None and plan.base_location is not None and current != previous.snapshot_id:
+            raise PublishConflictError(
+                f"group {group!r}, member {plan.member!r}: table {plan.table_name} is at snapshot {current}, "
+                f"not at cut {last.cut_id if last else 0}'s snapshot {previous.snapshot_id}: another writer "
+                "changed it; nothing was published"
+            )
+
+
+def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn) -> CutRecord | None:
+    """Check the run against the ledger; returns the group's last cut."""
     run = ledger.get_run(group, run_key)
     if run is not None and run.watermark != watermark:
         raise PublishError(
@@ -95,7 +112,7 @@ def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn) -> int:
         raise PublishError(
             f"group {group!r}, run {run_key!r}: W={watermark} is not above cut {last.cut_id}'s W={last.watermark}"
         )
-    return 1 if last is None else last.cut_id + 1
+    return last
 
 
 def publish_cut(
@@ -135,7 +152,8 @@ def publish_cut(
         _clean_up(catalog, ledger, group.name, run_key, existing, staging_retention_hours)
         return existing
     watermark = run_watermark(group, run_key, manifests)
-    cut_id = _check_run(ledger, group.name, run_key, watermark)
+    last = _check_run(ledger, group.name, run_key, watermark)
+    cut_id = 1 if last is None else last.cut_id + 1
     started = time.perf_counter()
     properties = {
         GROUP_PROPERTY: group.name,
@@ -143,13 +161,20 @@ def publish_cut(
         WATERMARK_PROPERTY: str(watermark),
         RUN_KEY_PROPERTY: run_key,
     }
-    if group.atomicity == "group" and isinstance(catalog, SqlCatalog):
-        record, plans = _publish_group(catalog, ledger, group, run_key, watermark, cut_id, manifests, properties,
-                                       before_commit)
-    else:
-        record, plans = _publish_per_table(catalog, ledger, group, run_key, watermark, cut_id, manifests, properties)
+    try:
+        if group.atomicity == "group" and isinstance(catalog, SqlCatalog):
+            record = _publish_group(catalog, ledger, group, run_key, watermark, last, manifests, properties,
+                                    before_commit)
+        else:
+            record = _publish_per_table(catalog, ledger, group, run_key, watermark, last, manifests, properties)
+    except PublishConflictError:
+        if (found := ledger.cut_for_run(group.name, run_key)) is None:
+            raise
+        logger.info("group=%s cut=%d W=%s: a concurrent publisher of run %s won", group.name, found.cut_id,
+                    watermark, run_key)
+        record = found
     logger.info("group=%s cut=%d W=%s: published %d members in %.3f s", group.name, record.cut_id, watermark,
-                len(plans), time.perf_counter() - started)
+                len(record.members), time.perf_counter() - started)
     _clean_up(catalog, ledger, group.name, run_key, record, staging_retention_hours)
     return record
 
@@ -160,17 +185,19 @@ def _publish_group(
     group: RefreshGroup,
     run_key: str,
     watermark: Lsn,
-    cut_id: int,
+    last: CutRecord | None,
     manifests: Mapping[str, MemberManifest],
     properties: dict[str, str],
     before_commit: BeforeCommit | None,
-) -> tuple[CutRecord, Mapping[str, MemberPlan]]:
+) -> CutRecord:
+    cut_id = 1 if last is None else last.cut_id + 1
     if ledger.engine.url.render_as_string(hide_password=False) != catalog.engine.url.render_as_string(
         hide_password=False
     ):
         raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
     warehouse = warehouse_of(catalog)
     plans = plan_members(catalog, group.namespace, manifests, current_pointers(catalog, group.namespace, manifests))
+    check_unchanged(group.name, plans, last)
     files = {name: move_staged_files(plans[name], manifests[name].files, run_key) for name in plans}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, cut_id)
@@ -179,21 +206,18 @@ def _publish_group(
         record = commit_group(catalog, ledger, group.name, run_key, watermark, cut_id, plans, before_commit)
     except AlreadyPublished as found:
         abandon(catalog, warehouse, attempt)
-        return found.record, plans
-    except (PublishConflictError, IntegrityError) as error:
+        return found.record
+    except IntegrityError as error:
         abandon(catalog, warehouse, attempt)
-        if (existing := ledger.cut_for_run(group.name, run_key)) is not None:
-            return existing, plans  # a concurrent publisher of the same run won
-        if isinstance(error, IntegrityError):
-            raise PublishConflictError(
-                f"group {group.name!r}, run {run_key!r}: another run published a cut at W={watermark} meanwhile"
-            ) from error
-        raise
+        raise PublishConflictError(
+            f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={watermark} meanwhile; "
+            "nothing was published"
+        ) from error
     except BaseException:
         abandon(catalog, warehouse, attempt)
         raise
     attempt.forget(warehouse)
-    return record, plans
+    return record
 
 
 def _publish_per_table(
@@ -202,11 +226,12 @@ def _publish_per_table(
     group: RefreshGroup,
     run_key: str,
     watermark: Lsn,
-    cut_id: int,
+    last: CutRecord | None,
     manifests: Mapping[str, MemberManifest],
     properties: dict[str, str],
-) -> tuple[CutRecord, Mapping[str, MemberPlan]]:
+) -> CutRecord:
     """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
+    cut_id = 1 if last is None else last.cut_id + 1
     logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
     pointers = {}
     for name in manifests:
@@ -215,6 +240,7 @@ def _publish_per_table(
         except NoSuchTableError:
             continue
     plans = plan_members(catalog, group.namespace, manifests, pointers)
+    check_unchanged(group.name, plans, last)
     tag = cut_tag(group.name, cut_id)
     for plan in plans.values():
         files = move_staged_files(plan, manifests[plan.member].files, run_key)
@@ -225,8 +251,7 @@ def _publish_per_table(
         plan.snapshot_id = stage_cut_updates(transaction, files, properties, tag, None)
         plan.new_location = transaction.commit_transaction().metadata_location
     with ledger.begin() as connection:
-        record = record_cut(ledger, connection, group.name, run_key, watermark, cut_id, plans)
-    return record, plans
+        return record_cut(ledger, connection, group.name, run_key, watermark, cut_id, plans)
 
 
 def _clean_up(catalog: Catalog, ledger: Ledger, group: str, run_key: str, record: CutRecord, retention: float) -> None:

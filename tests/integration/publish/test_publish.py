@@ -1,0 +1,179 @@
+"""Publishing cuts on a real SQL catalog (SQLite and PostgreSQL): contents, idempotency, concurrency, conflicts."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+from airflow_provider_streambed.catalog import open_catalog, warehouse_of
+from airflow_provider_streambed.exceptions import PublishConflictError, PublishError
+from airflow_provider_streambed.ledger import Ledger, RunState
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish import cut as cut_module
+from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.staging import group_staging_dir, staging_root
+from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
+
+pytestmark = pytest.mark.slow
+
+
+def _local(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def _metadata_files(catalog: SqlCatalog, table: str) -> set[str]:
+    return {p.name for p in (_local(warehouse_of(catalog)) / "ns" / table / "metadata").iterdir()}
+
+
+def test_cuts_replace_contents_with_one_tagged_overwrite_snapshot(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    for version in (1, 2):
+        manifests = pin_and_stage(ledger, warehouse, "bank", f"run{version}", Lsn(1000 * version), bank_tables(version))
+        record = publish_cut(catalog, ledger, group, f"run{version}", manifests)
+        assert (record.cut_id, record.watermark) == (version, Lsn(1000 * version))
+    accounts = catalog.load_table("ns.accounts")
+    snapshots = accounts.snapshots()
+    assert len(snapshots) == 2 and snapshots[1].parent_snapshot_id == snapshots[0].snapshot_id
+    current = accounts.current_snapshot()
+    assert current is not None and current.summary is not None
+    assert current.summary.operation.value == "overwrite"
+    assert {k: current.summary[k] for k in ("streambed.group", "streambed.cut-id", "streambed.watermark-lsn",
+                                             "streambed.run-key")} == {
+        "streambed.group": "bank", "streambed.cut-id": "2", "streambed.watermark-lsn": str(Lsn(2000)),
+        "streambed.run-key": "run2"}
+    assert accounts.refs()["bank-cut-2"].snapshot_id == current.snapshot_id
+    assert accounts.refs()["bank-cut-1"].snapshot_id == snapshots[0].snapshot_id
+    assert "schema.name-mapping.default" in accounts.properties
+    expected = bank_tables(2)["accounts"]
+    assert accounts.scan().to_arrow().sort_by("id").equals(expected.cast(accounts.scan().to_arrow().schema))
+    assert ledger.get_run("bank", "run2").state == RunState.PUBLISHED  # type: ignore[union-attr]
+    # staging of published runs is gone; data lives in the table, per run
+    assert not _local(staging_root(warehouse, "bank", "run2")).exists()
+    assert {p.name for p in (_local(warehouse) / "ns" / "accounts" / "data").iterdir()} == {"run1", "run2"}
+
+
+def test_republishing_a_run_returns_its_cut_and_changes_nothing(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000), bank_tables(1))
+    first = publish_cut(catalog, ledger, group, "run1", manifests)
+    location = catalog.load_table("ns.totals").metadata_location
+    again = publish_cut(catalog, ledger, group, "run1", manifests)
+    assert again == first
+    assert catalog.load_table("ns.totals").metadata_location == location
+    assert len(ledger.list_cuts("bank")) == 1
+
+
+def test_two_concurrent_publishes_of_one_run_make_one_cut(catalog_props: dict[str, str], catalog: SqlCatalog,
+                                                         ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
+                                                              bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    barrier, results, errors = threading.Barrier(2), [], []
+
+    def publisher() -> None:
+        own_catalog = open_catalog(catalog_props)
+        assert isinstance(own_catalog, SqlCatalog)
+        barrier.wait()
+        try:
+            results.append(publish_cut(own_catalog, Ledger(own_catalog.engine), group, "run2", manifests))
+        except Exception as error:  # collected for the assertion below
+            errors.append(error)
+
+    threads = [threading.Thread(target=publisher) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and len(results) == 2
+    assert results[0].cut_id == results[1].cut_id == 2
+    assert results[0].members == results[1].members
+    assert [c.cut_id for c in ledger.list_cuts("bank")] == [1, 2]
+    for table in ("accounts", "totals"):
+        loaded = catalog.load_table(f"ns.{table}")
+        assert len(loaded.snapshots()) == 2
+        assert loaded.metadata_location == results[0].members[table].metadata_location
+        assert _metadata_files(catalog, table) >= {loaded.metadata_location.rsplit("/", 1)[1]}
+    # the loser's metadata files were deleted: every metadata JSON is in the table's log or current
+    loaded = catalog.load_table("ns.accounts")
+    known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
+    known.add(loaded.metadata_location.rsplit("/", 1)[1])
+    assert {f for f in _metadata_files(catalog, "accounts") if f.endswith(".metadata.json")} == known
+
+
+def test_a_member_changed_by_another_writer_refuses_the_whole_publish(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
+                                                              bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    before = {t: catalog.load_table(f"ns.{t}").metadata_location for t in ("accounts", "totals")}
+    catalog.load_table("ns.totals").append(pa.table({"total": pa.array([1], pa.int64()),
+                                                     "version": pa.array([9], pa.int64())}))
+    with pytest.raises(PublishConflictError, match=r"member 'totals': table ns.totals .*another writer"):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    assert catalog.load_table("ns.accounts").metadata_location == before["accounts"]
+    assert ledger.cut_for_run("bank", "run2") is None and len(ledger.list_cuts("bank")) == 1
+
+
+def test_a_writer_racing_the_build_is_caught_by_compare_and_swap(
+    catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
+                                                              bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    before = catalog.load_table("ns.totals").metadata_location
+    real_commit = cut_module.commit_group
+
+    def racing_commit(*args: object, **kwargs: object) -> object:
+        # another writer commits to 'accounts' after this cut read it, before the pointer swap
+        catalog.load_table("ns.accounts").append(bank_tables(7)["accounts"])
+        return real_commit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cut_module, "commit_group", racing_commit)
+    metadata_before = _metadata_files(catalog, "totals")
+    with pytest.raises(PublishConflictError, match=r"member 'accounts': table ns.accounts was changed by another"):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    assert catalog.load_table("ns.totals").metadata_location == before
+    assert _metadata_files(catalog, "totals") == metadata_before  # the attempt's files were deleted
+    assert ledger.cut_for_run("bank", "run2") is None
+
+
+def test_manifests_must_cover_every_member_at_one_watermark(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000), bank_tables(1))
+    with pytest.raises(PublishError, match=r"no staged output for members \['totals'\]"):
+        publish_cut(catalog, ledger, group, "run1", {"accounts": manifests["accounts"]})
+    older = pin_and_stage(ledger, warehouse, "bank", "run0", Lsn(500), bank_tables(2))
+    publish_cut(catalog, ledger, group, "run1", manifests)
+    with pytest.raises(PublishError, match=r"run 'run0' \(W=0/1F4\) was superseded"):
+        publish_cut(catalog, ledger, group, "run0", older)
+    late = pin_and_stage(ledger, warehouse, "bank", "late", Lsn(900), bank_tables(2))
+    with pytest.raises(PublishError, match=r"run 'late': W=0/384 is not above cut 1's W=0/3E8"):
+        publish_cut(catalog, ledger, group, "late", late)
+    mixed = {**pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2)),
+             "totals": late["totals"]}
+    with pytest.raises(PublishError, match=r"members were staged at different W"):
+        publish_cut(catalog, ledger, group, "run2", mixed)
+
+
+def test_per_table_atomicity_commits_through_pyiceberg_and_records_the_cut(
+    sqlite_props: dict[str, str]
+) -> None:
+    catalog = open_catalog(sqlite_props)
+    ledger = Ledger(sqlite_props["uri"])
+    ledger.create()
+    group = make_group(atomicity="per_table")
+    for version in (1, 2):
+        manifests = pin_and_stage(ledger, sqlite_props["warehouse"], "bank", f"r{version}", Lsn(1000 * version),
+                                  bank_tables(version))
+        record = publish_cut(catalog, ledger, group, f"r{version}", manifests)
+        totals = catalog.load_table("ns.totals")
+        assert record.members["totals"].metadata_location == totals.metadata_location
+        assert totals.refs()[f"bank-cut-{version}"].snapshot_id == record.members["totals"].snapshot_id
+    assert totals.scan().to_arrow().column("version").to_pylist() == [2]
+    assert not _local(group_staging_dir(sqlite_props["warehouse"], "bank") + "/r2").exists()
