@@ -39,7 +39,7 @@ _BEGIN = struct.Struct(">QqI").unpack_from
 _COMMIT = struct.Struct(">BQQq").unpack_from
 _TYPE_INFO = struct.Struct(">Ii").unpack_from
 _TRUNCATE = struct.Struct(">IB").unpack_from
-_T, _N, _U, _B = ord("t"), ord("n"), ord("u"), ord("b")
+_T, _N, _U, _NEW = ord("t"), ord("n"), ord("u"), ord("N")
 
 
 class Begin(NamedTuple):
@@ -223,7 +223,7 @@ def decode_message(data: bytes) -> Message:
     tag = data[0]
     try:
         if tag == 73:  # I
-            if data[5] != _N:
+            if data[5] != _NEW:
                 raise DecodeError(f"Insert message: expected 'N', got {chr(data[5])!r}")
             return Insert(_UINT32(data, 1)[0], read_tuple(data, 6)[0])
         if tag == 85:  # U

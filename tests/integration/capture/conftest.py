@@ -7,13 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.rows
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_streambed.capture.run import CaptureResult
+from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
-from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.staging import COMMIT_LSN, OP, SEQ, TOAST_MARKER_PREFIX, XID, CaptureManifest
+
+Row = dict[str, Any]
 
 
 @pytest.fixture
@@ -59,7 +64,7 @@ def xids(manifest: CaptureManifest) -> set[int]:
     return found
 
 
-def apply_changes(state: dict[tuple[Any, ...], dict[str, Any]], rows: pa.Table, key: tuple[str, ...]) -> None:
+def apply_changes(state: dict[tuple[Any, ...], Row], rows: pa.Table, key: tuple[str, ...]) -> None:
     """Apply changelog rows to ``state`` (rows by key) idempotently, as the merge does."""
     columns = [name for name in rows.column_names if not name.startswith("_")]
     ordered = sorted(rows.to_pylist(), key=lambda row: (row[COMMIT_LSN], row[SEQ]))
@@ -76,3 +81,17 @@ def apply_changes(state: dict[tuple[Any, ...], dict[str, Any]], rows: pa.Table, 
             if row.get(TOAST_MARKER_PREFIX + c):
                 image[c] = state[row_key][c]
         state[row_key] = image
+
+
+def publish(conn: psycopg.Connection[Any], ledger: Ledger, group: RefreshGroup, result: CaptureResult) -> None:
+    """Stand in for the publish step: record the cut (every member) and advance the slot."""
+    members = {m.name: CutMember(m.name, f"ns.{m.name}", 1, "memory://") for m in group.members}
+    with ledger.begin() as connection:
+        ledger.record_cut(connection, group.name, result.manifest.run_key, result.watermark, members)
+    advance_slot(conn, group, result.watermark)
+
+
+def table_state(conn: psycopg.Connection[Any], table: str, key: tuple[str, ...]) -> dict[tuple[Any, ...], Row]:
+    """The table's rows by key as the source holds them now (typed like the changelog)."""
+    cursor = conn.cursor(row_factory=psycopg.rows.dict_row)
+    return {tuple(row[k] for k in key): row for row in cursor.execute(f"SELECT * FROM {table}")}

@@ -1,0 +1,123 @@
+"""The change stream: which transactions are kept, key changes, TOAST, truncates (no server)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_streambed.capture.changelog import TableLog
+from airflow_provider_streambed.capture.extract import ChangeStream
+from airflow_provider_streambed.capture.pgoutput import Column
+from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.exceptions import DecodeError
+
+LAYOUT = (Column("id", 23, -1, True), Column("body", 25, -1, False))
+OID = 16400
+
+
+def tup(*values: bytes | str | None) -> bytes:
+    out = struct.pack(">h", len(values))
+    for value in values:
+        if value is None:
+            out += b"n"
+        elif value == "u":
+            out += b"u"
+        else:
+            assert isinstance(value, bytes)
+            out += b"t" + struct.pack(">i", len(value)) + value
+    return out
+
+
+def begin(lsn: int, xid: int) -> bytes:
+    return b"B" + struct.pack(">QqI", lsn, 0, xid)
+
+
+def commit(lsn: int) -> bytes:
+    return b"C" + struct.pack(">BQQq", 0, lsn, lsn + 48, 0)
+
+
+def relation(*columns: Column, oid: int = OID) -> bytes:
+    out = b"R" + struct.pack(">I", oid) + b"public\0t\0d" + struct.pack(">h", len(columns))
+    for column in columns:
+        out += bytes([column.is_key]) + column.name.encode() + b"\0" + struct.pack(">Ii", column.type_oid, -1)
+    return out
+
+
+def insert(*values: bytes | None) -> bytes:
+    return b"I" + struct.pack(">I", OID) + b"N" + tup(*values)
+
+
+def stream(tmp_path: Path, start: int = 100, watermark: int = 1000) -> ChangeStream:
+    table = SourceTable("t", "public.t", OID, LAYOUT, ("id",))
+    log = TableLog("t", (tmp_path / "t").as_uri(), "changes", LAYOUT, batch_rows=2)
+    return ChangeStream("g", {"public.t": table}, {"public.t": log}, start, watermark)
+
+
+def rows(changes: ChangeStream) -> list[dict[str, object]]:
+    files = changes.logs["public.t"].close()
+    return pa.concat_tables(
+        [pq.read_table(uri.removeprefix("file://")) for uri in files], promote_options="default"
+    ).to_pylist()
+
+
+def feed(changes: ChangeStream, *messages: bytes) -> None:
+    for data in messages:
+        changes.feed(data)
+    changes.finish()
+
+
+def test_keeps_exactly_the_commits_in_start_to_w(tmp_path: Path) -> None:
+    changes = stream(tmp_path)
+    feed(
+        changes,
+        begin(50, 1), relation(*LAYOUT), insert(b"1", b"a"), commit(50),  # already confirmed
+        begin(100, 2), relation(*LAYOUT), insert(b"2", b"b"), insert(b"3", None), commit(100),
+        begin(999, 3), insert(b"4", b"d"), commit(999),
+        begin(1000, 4), insert(b"5", b"e"), commit(1000),  # commit LSN == W: next cut
+    )
+    assert [(r["id"], r["_xid"], r["_commit_lsn"], r["_seq"], r["_op"]) for r in rows(changes)] == [
+        (2, 2, 100, 0, "I"), (3, 2, 100, 1, "I"), (4, 3, 999, 0, "I")
+    ]
+    assert (changes.transactions, changes.skipped) == (2, 2)
+
+
+def test_relation_in_a_skipped_transaction_still_counts(tmp_path: Path) -> None:
+    wider = (*LAYOUT, Column("extra", 20, -1, False))
+    changes = stream(tmp_path)
+    feed(changes, begin(50, 1), relation(*wider), commit(50),
+         begin(200, 2), insert(b"1", b"a", b"7"), commit(200))
+    assert rows(changes) == [{"id": 1, "body": "a", "extra": 7, "_commit_lsn": 200, "_xid": 2, "_seq": 0,
+                              "_op": "I", "_toast_body": False}]
+
+
+def test_key_change_is_a_delete_then_an_update_and_toast_is_marked(tmp_path: Path) -> None:
+    changes = stream(tmp_path)
+    key_update = b"U" + struct.pack(">I", OID) + b"K" + tup(b"1", None) + b"N" + tup(b"3", "u")
+    toast_update = b"U" + struct.pack(">I", OID) + b"N" + tup(b"3", "u")
+    delete = b"D" + struct.pack(">I", OID) + b"K" + tup(b"3", None)
+    truncate = b"T" + struct.pack(">IBI", 1, 0, OID)
+    feed(changes, begin(200, 9), relation(*LAYOUT), key_update, toast_update, delete, truncate, commit(200))
+    assert [(r["id"], r["body"], r["_toast_body"], r["_seq"], r["_op"]) for r in rows(changes)] == [
+        (1, None, False, 0, "D"), (3, None, True, 1, "U"), (3, None, True, 2, "U"), (3, None, False, 3, "D"),
+        (None, None, False, 4, "T"),
+    ]
+
+
+def test_full_identity_resolves_unchanged_toast_from_the_old_row(tmp_path: Path) -> None:
+    changes = stream(tmp_path)
+    update = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", b"long") + b"N" + tup(b"2", "u")
+    feed(changes, begin(200, 9), relation(*LAYOUT), update, commit(200))
+    assert [(r["id"], r["body"], r["_toast_body"], r["_op"]) for r in rows(changes)] == [
+        (1, None, False, "D"), (2, "long", False, "U")
+    ]
+
+
+def test_mismatched_commit_and_partial_transaction_fail(tmp_path: Path) -> None:
+    with pytest.raises(DecodeError, match="does not match its Begin"):
+        feed(stream(tmp_path), begin(200, 1), commit(300))
+    with pytest.raises(DecodeError, match="ended inside transaction xid 1"):
+        feed(stream(tmp_path), begin(200, 1), relation(*LAYOUT), insert(b"1", b"a"))
