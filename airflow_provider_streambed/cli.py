@@ -50,9 +50,19 @@ def _add_capture_command(subparsers: argparse._SubParsersAction[argparse.Argumen
     parser.set_defaults(handler=cli_capture.run)
 
 
+def _add_refresh_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``streambed refresh``: capture, refresh and publish one cut of a group in this process."""
+    from airflow_provider_streambed import cli_refresh
+
+    parser = subparsers.add_parser("refresh", help="run one refresh of a group without Airflow")
+    cli_refresh.add_arguments(parser)
+    parser.set_defaults(handler=cli_refresh.run)
+
+
 _COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 _COMMANDS.append(_add_cuts_command)
 _COMMANDS.append(_add_capture_command)
+_COMMANDS.append(_add_refresh_command)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,90 @@
+"""``streambed refresh``: one run of a declared group in this process (``refresh_once``).
+
+The group is named as ``path/to/file.py:variable`` or ``package.module:variable``. The source
+DSN is read from an environment variable (default ``STREAMBED_SOURCE_DSN``), never from the
+command line, where other users of the machine could read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import logging
+import os
+from pathlib import Path
+
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import DeclarationError, StreambedError
+from airflow_provider_streambed.lsn import Lsn
+
+logger = logging.getLogger(__name__)
+
+DSN_VARIABLE = "STREAMBED_SOURCE_DSN"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``streambed refresh``."""
+    parser.add_argument("group", help="the declaration: path/to/file.py:variable or package.module:variable")
+    parser.add_argument("--catalog-uri", required=True, help="SQLAlchemy URI of the catalog database")
+    parser.add_argument("--warehouse", required=True, help="warehouse URI, e.g. file:///data/warehouse")
+    parser.add_argument("--source-dsn-env", default=DSN_VARIABLE,
+                        help=f"environment variable holding the source DSN (default {DSN_VARIABLE})")
+    parser.add_argument("--run-key", default=None, help="retry this run (default: a new run)")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--watermark", default=None, help="pin this W explicitly, e.g. 0/16B3748")
+    parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
+    parser.add_argument("--json", action="store_true", help="print the cut as JSON")
+
+
+def load_group(reference: str) -> RefreshGroup:
+    """The ``RefreshGroup`` named by ``file.py:variable`` or ``module:variable``.
+
+    Raises:
+        DeclarationError: the reference is malformed or does not name a ``RefreshGroup``.
+    """
+    location, _, variable = reference.rpartition(":")
+    if not location or not variable:
+        raise DeclarationError(f"group reference {reference!r}: use path/to/file.py:variable or module:variable")
+    if location.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(Path(location).stem, location)
+        if spec is None or spec.loader is None:
+            raise DeclarationError(f"group reference {reference!r}: cannot load {location}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(location)
+    group = getattr(module, variable, None)
+    if not isinstance(group, RefreshGroup):
+        raise DeclarationError(f"group reference {reference!r}: {variable!r} is not a RefreshGroup")
+    return group
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handle ``streambed refresh``; returns the exit code."""
+    from airflow_provider_streambed.local import refresh_once
+
+    dsn = os.environ.get(args.source_dsn_env)
+    if not dsn:
+        print(f"error: set the source DSN in the environment variable {args.source_dsn_env}")
+        return 2
+    try:
+        group = load_group(args.group)
+        cut = refresh_once(
+            group,
+            source_dsn=dsn,
+            catalog_properties={"uri": args.catalog_uri, "warehouse": args.warehouse},
+            run_key=args.run_key,
+            master=args.master,
+            explicit_watermark=Lsn.parse(args.watermark) if args.watermark else None,
+            supersede_pending_runs=args.supersede_pending,
+        )
+    except StreambedError as error:
+        print(f"error: {error}")
+        return 1
+    facts = {"group": cut.group, "cut_id": cut.cut_id, "watermark": str(cut.watermark), "run_key": cut.run_key,
+             "members": sorted(cut.members)}
+    print(json.dumps(facts, indent=1) if args.json else
+          f"group {cut.group}: published cut {cut.cut_id} at W={cut.watermark} (run {cut.run_key})")
+    return 0
