@@ -1,0 +1,62 @@
+"""``streambed cuts list|show|verify`` against a real catalog, including a failing verify."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import update
+
+from airflow_provider_streambed.catalog import open_catalog
+from airflow_provider_streambed.cli import main
+from airflow_provider_streambed.ledger import Ledger, cut_members_table
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish import publish_cut
+from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
+
+pytestmark = pytest.mark.slow
+
+
+def test_cuts_list_show_and_verify(sqlite_props: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    catalog = open_catalog(sqlite_props)
+    assert isinstance(catalog, SqlCatalog)
+    ledger = Ledger(catalog.engine)
+    ledger.create()
+    for version in (1, 2):
+        manifests = pin_and_stage(ledger, sqlite_props["warehouse"], "bank", f"run{version}", Lsn(1000 * version),
+                                  bank_tables(version))
+        publish_cut(catalog, ledger, make_group(), f"run{version}", manifests)
+    base = ["--catalog-uri", sqlite_props["uri"], "--warehouse", sqlite_props["warehouse"], "--group", "bank"]
+
+    assert main(["cuts", "list", *base, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(c["cut_id"], c["watermark"], c["prev_watermark"]) for c in listed] == [(1, "0/3E8", None),
+                                                                                 (2, "0/7D0", "0/3E8")]
+    assert main(["cuts", "list", *base]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["cut_id", "watermark", "prev_watermark", "published_at", "run_key"]
+    assert table[3].split()[:2] == ["2", "0/7D0"]
+
+    assert main(["cuts", "show", *base, "--cut", "1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {m["member"]: m["rows"] for m in shown["members"]} == {"accounts": 5, "totals": 1}
+    assert main(["cuts", "show", *base]) == 0
+    assert "group bank cut 2  W=0/7D0" in capsys.readouterr().out
+
+    assert main(["cuts", "verify", *base]) == 0
+    assert "OK, 2 member snapshots verified" in capsys.readouterr().out
+
+    # break cut 1: its 'totals' row now names cut 2's snapshot, which carries cut 2's id and W
+    cut2 = ledger.get_cut("bank", 2)
+    with ledger.begin() as connection:
+        connection.execute(update(cut_members_table)
+                           .where(cut_members_table.c.cut_id == 1, cut_members_table.c.member == "totals")
+                           .values(snapshot_id=cut2.members["totals"].snapshot_id))
+    assert main(["cuts", "verify", *base, "--cut", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "streambed.cut-id='2', expected '1'" in out
+    assert main(["cuts", "verify", *base, "--cut", "1", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+    assert main(["cuts", "show", *base, "--cut", "9"]) == 2
+    assert "group 'bank' has no cut 9" in capsys.readouterr().out

@@ -1,0 +1,49 @@
+"""Publish checks that need no services: capability, manifests' watermark, attempt states, names."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_provider_streambed.exceptions import CatalogCapabilityError, PublishError
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish import check_capability
+from airflow_provider_streambed.publish.attempts import Attempt, attempt_state
+from airflow_provider_streambed.publish.cut import run_watermark
+from airflow_provider_streambed.publish.tables import cut_tag, run_data_dir
+from airflow_provider_streambed.staging import MemberManifest
+from tests.integration.publish.helpers import make_group
+
+
+def test_a_catalog_without_group_commit_is_refused_unless_per_table() -> None:
+    rest = SimpleNamespace(name="rest")
+    with pytest.raises(CatalogCapabilityError, match=r"group 'bank': catalog 'rest' .* atomicity='per_table'"):
+        check_capability(rest, make_group())  # type: ignore[arg-type]
+    check_capability(rest, make_group(atomicity="per_table"))  # type: ignore[arg-type]
+
+
+def test_run_watermark_needs_every_member_at_one_w() -> None:
+    group = make_group()
+    one = {m: MemberManifest(m, Lsn(10), (), 0) for m in ("accounts", "totals")}
+    assert run_watermark(group, "r", one) == Lsn(10)
+    with pytest.raises(PublishError, match=r"no staged output for members \['totals'\]"):
+        run_watermark(group, "r", {"accounts": one["accounts"]})
+    with pytest.raises(PublishError, match=r"unknown members \['extra'\]"):
+        run_watermark(group, "r", {**one, "extra": MemberManifest("extra", Lsn(10), (), 0)})
+    with pytest.raises(PublishError, match="different W"):
+        run_watermark(group, "r", {**one, "totals": MemberManifest("totals", Lsn(11), (), 0)})
+
+
+def test_attempt_states_follow_the_pointers() -> None:
+    attempt = Attempt("a", "bank", "r", "ns", {"t": {"base": "m1", "new": "m2", "metadata_dir": "x"},
+                                                "u": {"base": None, "new": "n1", "metadata_dir": "y"}})
+    assert attempt_state(attempt, {"t": "m1"}) == "open"
+    assert attempt_state(attempt, {"t": "m2", "u": "n1"}) == "committed"
+    assert attempt_state(attempt, {"t": "m3"}) == "dead"
+    assert attempt_state(attempt, {"t": "m1", "u": "other"}) == "dead"
+
+
+def test_names() -> None:
+    assert cut_tag("bank", 7) == "bank-cut-7"
+    assert run_data_dir("file:///w/ns/t/", "run1") == "file:///w/ns/t/data/run1"
