@@ -1,0 +1,123 @@
+"""Source checks, publication membership, slot health and bad watermarks, on a real server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.slot import advance_slot, check_slot, drop_slot
+from airflow_provider_streambed.capture.source import ensure_source
+from airflow_provider_streambed.capture.watermark import current_flush_lsn, pin_watermark
+from airflow_provider_streambed.exceptions import SlotError, SourceError, WatermarkError
+from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from tests.integration.capture.conftest import make_group, publish
+
+pytestmark = pytest.mark.slow
+Conn = psycopg.Connection[Any]
+
+
+def publication_tables(conn: Conn) -> set[str]:
+    rows = conn.execute("SELECT tablename::text FROM pg_publication_tables WHERE pubname = 'streambed_g'")
+    return {name for (name,) in rows}
+
+
+def test_missing_table(source: Conn) -> None:
+    with pytest.raises(SourceError, match=r"group 'g', member 'nope': source table 'public.nope' does not exist"):
+        ensure_source(source, make_group("nope"))
+
+
+def test_table_without_key_needs_append_only(source: Conn) -> None:
+    source.execute("CREATE TABLE events (at timestamptz, body text)")
+    with pytest.raises(SourceError, match=r"'public.events' has neither a primary key nor a usable replica identity"):
+        ensure_source(source, make_group("events"))
+    tables = ensure_source(source, make_group("events", append_only=("events",)))
+    assert tables["events"].key_columns == ()
+    source.execute("CREATE TABLE keyed (a int NOT NULL, b int NOT NULL, c text)")
+    source.execute("CREATE UNIQUE INDEX keyed_ba ON keyed (b, a)")
+    source.execute("ALTER TABLE keyed REPLICA IDENTITY USING INDEX keyed_ba")
+    assert ensure_source(source, make_group("keyed"))["keyed"].key_columns == ("b", "a")
+
+
+def test_role_without_replication(source: Conn, pg_dsn: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    source.execute("DO $$ BEGIN CREATE ROLE plain LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    with psycopg.connect(pg_dsn.replace("user=streambed", "user=plain"), autocommit=True) as conn, pytest.raises(
+        SourceError, match="role 'plain' lacks replication rights; grant them with ALTER ROLE plain REPLICATION"
+    ):
+        ensure_source(conn, make_group("t"))
+
+
+def test_slots_exhausted(source: Conn) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    used, total = source.execute(
+        "SELECT count(*), current_setting('max_replication_slots')::int FROM pg_replication_slots"
+    ).fetchone() or (0, 0)
+    fillers = [f"filler_{i}" for i in range(total - used)]
+    for name in fillers:
+        source.execute("SELECT pg_create_physical_replication_slot(%s)", (name,))
+    try:
+        with pytest.raises(SlotError, match=f"all {total} replication slots are in use"):
+            ensure_source(source, make_group("t"))
+    finally:
+        for name in fillers:
+            source.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def test_wal_level_must_be_logical() -> None:
+    with ThrowawayCluster(settings={"wal_level": "replica"}) as cluster, psycopg.connect(
+        cluster.dsn(), autocommit=True
+    ) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
+        with pytest.raises(SourceError, match="wal_level='replica'; logical decoding needs wal_level=logical"):
+            ensure_source(conn, make_group("t"))
+
+
+def test_publication_follows_the_declaration(source: Conn) -> None:
+    for name in ("a", "b"):
+        source.execute(f"CREATE TABLE {name} (id int PRIMARY KEY)")
+    ensure_source(source, make_group("a"))
+    assert publication_tables(source) == {"a"}
+    ensure_source(source, make_group("a", "b"))
+    assert publication_tables(source) == {"a", "b"}
+    ensure_source(source, make_group("b"))
+    assert publication_tables(source) == {"b"}
+    assert source.execute("SELECT two_phase FROM pg_replication_slots WHERE slot_name = 'streambed_g'").fetchone() == (
+        False,
+    )
+
+
+def test_bad_explicit_watermarks(source: Conn, ledger: Ledger, warehouse: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    group = make_group("t")
+    first = capture_run(source, group, ledger, "r1", warehouse)
+    publish(source, ledger, group, first)
+    below = first.watermark - 1
+    with pytest.raises(WatermarkError, match=rf"explicit W={below} is below cut 1's W={first.watermark}"):
+        capture_run(source, group, ledger, "r2", warehouse, explicit_watermark=below)
+    beyond = current_flush_lsn(source) + 10_000_000
+    with pytest.raises(WatermarkError, match=rf"explicit W={beyond} is beyond the source's flushed WAL"):
+        capture_run(source, group, ledger, "r2", warehouse, explicit_watermark=beyond)
+    source.execute("INSERT INTO t VALUES (1)")
+    chosen = current_flush_lsn(source)
+    assert capture_run(source, group, ledger, "r2", warehouse, explicit_watermark=chosen).watermark == chosen
+    with pytest.raises(WatermarkError, match=rf"explicit W={chosen + 1} differs from the W={chosen} this run pinned"):
+        pin_watermark(source, ledger, group, "r2", explicit_watermark=chosen + 1)
+
+
+def test_slot_health_and_advance(source: Conn, ledger: Ledger, warehouse: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    group = make_group("t")
+    first = capture_run(source, group, ledger, "r1", warehouse)
+    publish(source, ledger, group, first)
+    publish_again = check_slot(source, group).confirmed_flush
+    advance_slot(source, group, first.watermark)
+    advance_slot(source, group, Lsn(16))  # never backwards: a no-op
+    assert check_slot(source, group).confirmed_flush == publish_again == first.watermark
+    drop_slot(source, group)
+    with pytest.raises(SlotError, match="replication slot 'streambed_g' does not exist; changes since the last cut"):
+        capture_run(source, group, ledger, "r2", warehouse)
