@@ -1,0 +1,139 @@
+"""Captured changes against the source's truth: DML kinds, TOAST, NULLs, retries, open transactions."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX
+from tests.integration.capture.conftest import (
+    Row,
+    apply_changes,
+    make_group,
+    publish,
+    read_changes,
+    table_state,
+    xids,
+)
+
+pytestmark = pytest.mark.slow
+Conn = psycopg.Connection[Any]
+BIG = "".join(f"{i:05d}-chunk-of-a-long-text-value " for i in range(2000))  # ~60 kB: stored out of line
+
+
+def test_dml_kinds_toast_and_nulls_replay_to_the_source_state(source: Conn, ledger: Ledger, warehouse: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY, small text, big text, n int)")
+    source.execute("ALTER TABLE t ALTER COLUMN big SET STORAGE EXTERNAL")
+    source.execute("INSERT INTO t VALUES (1, 'a', %s, 1), (2, NULL, NULL, NULL), (3, 'c', %s, 3)", (BIG, BIG + "x"))
+    group = make_group("t")
+    first = capture_run(source, group, ledger, "r1", warehouse)
+    state: dict[tuple[Any, ...], Row] = {}
+    apply_changes(state, read_changes(first.manifest, "t"), ("id",))
+    publish(source, ledger, group, first)
+    source.execute("UPDATE t SET small = 'changed', n = NULL WHERE id = 1")  # big stays: unchanged TOAST
+    source.execute("UPDATE t SET id = 10 WHERE id = 2")  # key update
+    source.execute("DELETE FROM t WHERE id = 3")
+    source.execute("INSERT INTO t VALUES (4, NULL, %s, NULL)", (BIG,))
+    second = capture_run(source, group, ledger, "r2", warehouse)
+    changes = read_changes(second.manifest, "t")
+    marked = [row for row in changes.to_pylist() if row[TOAST_MARKER_PREFIX + "big"]]
+    assert [(row["id"], row["big"], row[OP]) for row in marked] == [(1, None, "U")]
+    apply_changes(state, changes, ("id",))
+    assert state == table_state(source, "t", ("id",))
+    publish(source, ledger, group, second)
+    source.execute("BEGIN")
+    source.execute("INSERT INTO t VALUES (5, 'e', NULL, 5)")
+    source.execute("TRUNCATE t")
+    source.execute("INSERT INTO t VALUES (6, 'f', NULL, 6)")
+    source.execute("COMMIT")
+    third = capture_run(source, group, ledger, "r3", warehouse)
+    assert read_changes(third.manifest, "t")[OP].to_pylist() == ["I", "T", "I"]
+    apply_changes(state, read_changes(third.manifest, "t"), ("id",))
+    assert state == table_state(source, "t", ("id",)) == {(6,): {"id": 6, "small": "f", "big": None, "n": 6}}
+
+
+def test_retry_reuses_w_and_writes_the_same_segments(source: Conn, ledger: Ledger, warehouse: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    group = make_group("t")
+    publish(source, ledger, group, capture_run(source, group, ledger, "r1", warehouse))
+    source.execute("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g")
+    source.execute("UPDATE t SET v = 'w' WHERE id % 7 = 0")
+    first = capture_run(source, group, ledger, "r2", warehouse)
+    source.execute("INSERT INTO t VALUES (1000, 'after the pin')")
+    again = capture_run(source, group, ledger, "r2", warehouse)
+    assert again.watermark == first.watermark and again.manifest == first.manifest
+    before = read_changes(first.manifest, "t")
+    os.remove(first.manifest_uri.removeprefix("file://"))  # a crash before the manifest: extract again at W
+    redone = capture_run(source, group, ledger, "r2", warehouse)
+    assert redone.watermark == first.watermark and redone.manifest == first.manifest
+    assert read_changes(redone.manifest, "t").equals(before)
+    assert before.num_rows == 500 + 71
+
+
+def test_async_commits_before_the_pin_are_not_lost(source: Conn, ledger: Ledger, warehouse: str,
+                                                    pg_dsn: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    group = make_group("t")
+    publish(source, ledger, group, capture_run(source, group, ledger, "r0", warehouse))
+    committed: list[int] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = off")
+            next_id = 0
+            while not stop.is_set():
+                next_id += 1
+                conn.execute("INSERT INTO t VALUES (%s)", (next_id,))
+                committed.append(next_id)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen: set[int] = set()
+    try:
+        for run in range(1, 6):
+            before = set(committed)
+            result = capture_run(source, group, ledger, f"r{run}", warehouse)
+            ids = set(read_changes(result.manifest, "t")["id"].to_pylist())
+            assert before - seen <= ids, "a commit made before the pin is missing"
+            assert not seen & ids
+            seen |= ids
+            publish(source, ledger, group, result)
+    finally:
+        stop.set()
+        writer.join()
+    last = capture_run(source, group, ledger, "r-last", warehouse)
+    seen |= set(read_changes(last.manifest, "t")["id"].to_pylist())
+    assert seen == set(committed)
+
+
+def test_open_and_prepared_transactions_across_the_pin(source: Conn, ledger: Ledger, warehouse: str,
+                                                       pg_dsn: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY, who text)")
+    group = make_group("t")
+    publish(source, ledger, group, capture_run(source, group, ledger, "r0", warehouse))
+    with psycopg.connect(pg_dsn, autocommit=True) as open_conn, psycopg.connect(pg_dsn, autocommit=True) as prep:
+        open_conn.execute("BEGIN")
+        open_conn.execute("INSERT INTO t VALUES (1, 'open')")
+        prep.execute("BEGIN")
+        prep.execute("INSERT INTO t VALUES (2, 'prepared')")
+        prep.execute("PREPARE TRANSACTION 'streambed_2pc'")
+        open_conn.execute("INSERT INTO t VALUES (3, 'open')")
+        source.execute("INSERT INTO t VALUES (4, 'committed')")
+        result = capture_run(source, group, ledger, "r1", warehouse, holdback_warn_seconds=0)
+        open_conn.execute("INSERT INTO t VALUES (5, 'open')")
+        open_conn.execute("COMMIT")
+        source.execute("COMMIT PREPARED 'streambed_2pc'")
+    assert read_changes(result.manifest, "t")["id"].to_pylist() == [4]
+    assert result.holdback.count == 2 and result.summary()["holdback_count"] == 2
+    assert sorted(detail["prepared"] for detail in result.holdback.details) == [False, True]
+    publish(source, ledger, group, result)
+    following = capture_run(source, group, ledger, "r2", warehouse)
+    assert sorted(read_changes(following.manifest, "t")["id"].to_pylist()) == [1, 2, 3, 5]
+    assert len(xids(following.manifest)) == 2 == following.manifest.transactions
