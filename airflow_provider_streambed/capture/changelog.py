@@ -24,7 +24,7 @@ from pyarrow import fs
 
 from airflow_provider_streambed.capture.pgoutput import UNCHANGED_TOAST, Column, Value
 from airflow_provider_streambed.capture.types import arrow_type, convert_column, may_be_toasted
-from airflow_provider_streambed.staging import COMMIT_LSN, OP, SEQ, TOAST_MARKER_PREFIX, XID, join
+from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_INSERT, SEQ, TOAST_MARKER_PREFIX, XID, join
 
 logger = logging.getLogger(__name__)
 
@@ -58,11 +58,8 @@ class TableLog:
     batch_rows: int = DEFAULT_BATCH_ROWS
     files: list[str] = field(default_factory=list)
     changes: int = 0
-    _rows: list[list[Value]] = field(default_factory=list)
-    _lsns: list[int] = field(default_factory=list)
-    _xids: list[int] = field(default_factory=list)
-    _seqs: list[int] = field(default_factory=list)
-    _ops: list[str] = field(default_factory=list)
+    _rows: list[Sequence[Value | str]] = field(default_factory=list)
+    _meta: list[tuple[int, int, int, str]] = field(default_factory=list)
     _unchanged: list[tuple[int, int]] = field(default_factory=list)
     _writer: pq.ParquetWriter | None = None
 
@@ -82,22 +79,22 @@ class TableLog:
                     self._unchanged.append((len(self._rows), index))
                     values[index] = None
         self._rows.append(values)
-        self._lsns.append(commit_lsn)
-        self._xids.append(xid)
-        self._seqs.append(seq)
-        self._ops.append(op)
+        self._meta.append((commit_lsn, xid, seq, op))
+        if len(self._rows) >= self.batch_rows:
+            self.flush()
+
+    def add_insert(self, values: list[Value], commit_lsn: int, xid: int, seq: int) -> None:
+        """Buffer one inserted row (the hot path: an insert never has unchanged-TOAST values)."""
+        self._rows.append(values)
+        self._meta.append((commit_lsn, xid, seq, OP_INSERT))
         if len(self._rows) >= self.batch_rows:
             self.flush()
 
     def add_rows(self, rows: Sequence[Sequence[bytes | str | None]], op: str, commit_lsn: int) -> None:
         """Buffer rows of one op at one commit LSN (bootstrap copies): xid 0, ``_seq`` = row number."""
-        count = len(rows)
         start = self.changes + len(self._rows)
-        self._rows.extend(rows)  # type: ignore[arg-type]  # text values are converted like bytes
-        self._lsns.extend([commit_lsn] * count)
-        self._xids.extend([0] * count)
-        self._seqs.extend(range(start, start + count))
-        self._ops.extend([op] * count)
+        self._rows.extend(rows)
+        self._meta.extend((commit_lsn, 0, seq, op) for seq in range(start, start + len(rows)))
         if len(self._rows) >= self.batch_rows:
             self.flush()
 
@@ -112,13 +109,15 @@ class TableLog:
             convert_column(values, c.type_oid, c.type_modifier, f"{self.where}, column {c.name!r}")
             for values, c in zip(columns, self.layout, strict=True)
         ]
-        arrays += [pa.array(self._lsns, pa.int64()), pa.array(self._xids, pa.int64()),
-                   pa.array(self._seqs, pa.int64()), pa.array(self._ops, pa.string())]
+        lsns, xids, seqs, ops = zip(*self._meta, strict=True)
+        arrays += [pa.array(lsns, pa.int64()), pa.array(xids, pa.int64()), pa.array(seqs, pa.int64()),
+                   pa.array(ops, pa.string())]
         arrays += self._markers(count)
         self._writer_for(schema).write_table(pa.Table.from_arrays(arrays, schema=schema))
         self.changes += count
-        for buffer in (self._rows, self._lsns, self._xids, self._seqs, self._ops, self._unchanged):
-            buffer.clear()
+        self._rows.clear()
+        self._meta.clear()
+        self._unchanged.clear()
 
     def _markers(self, count: int) -> list[pa.Array]:
         toastable = [index for index, c in enumerate(self.layout) if may_be_toasted(c.type_oid)]

@@ -21,9 +21,12 @@ merge: give such tables ``REPLICA IDENTITY FULL``.
 
 from __future__ import annotations
 
+import gc
 import logging
 import struct
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,12 +44,13 @@ from airflow_provider_streambed.capture.pgoutput import (
     decode_message,
     decode_update,
     read_tuple,
+    tuple_reader,
 )
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DecodeError
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.staging import OP_DELETE, OP_INSERT, OP_TRUNCATE, OP_UPDATE, join
+from airflow_provider_streambed.staging import OP_DELETE, OP_TRUNCATE, OP_UPDATE, join
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ PEEK_QUERY = (
 )
 DEFAULT_FETCH_ROWS = 20_000
 _RELID = struct.Struct(">I").unpack_from
-_INSERT, _UPDATE, _DELETE, _BEGIN, _COMMIT = ord("I"), ord("U"), ord("D"), ord("B"), ord("C")
+_INSERT, _UPDATE, _DELETE, _NEW = ord("I"), ord("U"), ord("D"), ord("N")
 
 
 def configure_decoding_session(conn: psycopg.Connection[Any]) -> None:
@@ -73,12 +77,25 @@ def configure_decoding_session(conn: psycopg.Connection[Any]) -> None:
         conn.execute("SELECT set_config(%s, %s, false)", (name, value))
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: decoding allocates millions of acyclic objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @dataclass
 class _Target:
     """Where the changes of one relation go."""
 
     log: TableLog
     key_indexes: tuple[int, ...]
+    read_new: Callable[[bytes, int], list[Value]]
 
 
 @dataclass
@@ -104,13 +121,18 @@ class ChangeStream:
     _open: Begin | None = None
     _keep: bool = False
     _seq: int = 0
+    _lsn: int = 0
+    _xid: int = 0
 
     def feed(self, data: bytes) -> None:
         """Process one message."""
         tag = data[0]
         if tag == _INSERT:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
-                self._add(target, OP_INSERT, read_tuple(data, 6)[0])
+                if data[5] != _NEW:
+                    raise DecodeError(f"group {self.group!r}: Insert without a new tuple")
+                target.log.add_insert(target.read_new(data, 6), self._lsn, self._xid, self._seq)
+                self._seq += 1
         elif tag == _UPDATE:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
                 self._update(target, data)
@@ -124,7 +146,7 @@ class ChangeStream:
         if isinstance(message, Begin):
             if self._open is not None:
                 raise DecodeError(f"group {self.group!r}: Begin of xid {message.xid} inside xid {self._open.xid}")
-            self._open, self._seq = message, 0
+            self._open, self._seq, self._lsn, self._xid = message, 0, message.final_lsn, message.xid
             self._keep = self.start <= message.final_lsn < self.watermark
             if not self._keep:
                 self.skipped += 1
@@ -159,11 +181,11 @@ class ChangeStream:
         log = self.logs[qualified]
         log.set_layout(relation.columns)
         names = [column.name for column in relation.columns]
-        self._targets[relation.oid] = _Target(log, tuple(names.index(k) for k in table.key_columns if k in names))
+        keys = tuple(names.index(k) for k in table.key_columns if k in names)
+        self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)))
 
     def _add(self, target: _Target, op: str, values: list[Value]) -> None:
-        assert self._open is not None
-        target.log.add(op, values, self._open.final_lsn, self._open.xid, self._seq)
+        target.log.add(op, values, self._lsn, self._xid, self._seq)
         self._seq += 1
 
     def _update(self, target: _Target, data: bytes) -> None:
@@ -238,7 +260,7 @@ def extract_changes(
     configure_decoding_session(conn)
     began = time.monotonic()
     messages = 0
-    with conn.transaction():
+    with conn.transaction(), _collector_paused():
         cursor = conn.cursor(name="streambed_peek", binary=True)
         cursor.execute(PEEK_QUERY, (slot_name(group), str(watermark), publication_name(group)))
         while batch := cursor.fetchmany(fetch_rows):
