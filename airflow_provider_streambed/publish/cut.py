@@ -98,8 +98,8 @@ def check_unchanged(group: str, plans: Mapping[str, MemberPlan], last: CutRecord
             )
 
 
-def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn) -> CutRecord | None:
-    """Check the run against the ledger; returns the group's last cut."""
+def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn, last: CutRecord | None) -> None:
+    """Check the run against the ledger and the group's last cut."""
     run = ledger.get_run(group, run_key)
     if run is not None and run.watermark != watermark:
         raise PublishError(
@@ -107,12 +107,10 @@ def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn) -> CutR
         )
     if run is not None and run.state == RunState.SUPERSEDED:
         raise PublishError(f"group {group!r}, run {run_key!r} (W={watermark}) was superseded by a newer cut")
-    last = ledger.last_cut(group)
     if last is not None and watermark <= last.watermark:
         raise PublishError(
             f"group {group!r}, run {run_key!r}: W={watermark} is not above cut {last.cut_id}'s W={last.watermark}"
         )
-    return last
 
 
 def publish_cut(
@@ -146,13 +144,16 @@ def publish_cut(
     """
     check_capability(catalog, group)
     existing = ledger.cut_for_run(group.name, run_key)
+    last = ledger.last_cut(group.name)
+    if existing is None and last is not None and last.run_key == run_key:
+        existing = last  # a concurrent publisher of this run committed between the two reads
     if existing is not None:
         logger.info("group=%s cut=%d W=%s: run %s was published before", group.name, existing.cut_id,
                     existing.watermark, run_key)
         _clean_up(catalog, ledger, group.name, run_key, existing, staging_retention_hours)
         return existing
     watermark = run_watermark(group, run_key, manifests)
-    last = _check_run(ledger, group.name, run_key, watermark)
+    _check_run(ledger, group.name, run_key, watermark, last)
     cut_id = 1 if last is None else last.cut_id + 1
     started = time.perf_counter()
     properties = {

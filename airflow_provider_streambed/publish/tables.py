@@ -209,11 +209,27 @@ def stage_cut_updates(
     return snapshot_id
 
 
+class _MemoTransaction(Transaction):
+    """A ``Transaction`` that applies its staged updates once per change, not on every read.
+
+    pyiceberg recomputes (deep-copies) the table metadata on each ``table_metadata`` access, about
+    two dozen times per snapshot; updates are only ever appended here, so their count is a valid key.
+    """
+
+    _memo: tuple[int, TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        if self._memo is None or self._memo[0] != len(self._updates):
+            self._memo = (len(self._updates), update_table_metadata(self._table.metadata, self._updates))
+        return self._memo[1]
+
+
 def build_member(
     plan: MemberPlan, files: tuple[str, ...], snapshot_properties: dict[str, str], tag: str, commit_uuid: object
 ) -> MemberPlan:
     """Stage the cut's updates for one member and write its new metadata file (no pointer move)."""
-    transaction = Transaction(plan.table)
+    transaction = _MemoTransaction(plan.table)
     plan.snapshot_id = stage_cut_updates(transaction, files, snapshot_properties, tag, commit_uuid)
     plan.new_metadata = update_table_metadata(
         plan.table.metadata, transaction._updates, metadata_location=plan.base_location

@@ -1,0 +1,95 @@
+"""Publish latency of one cut with N member tables vs N independent single-table pyiceberg commits.
+
+Run: ``.venv/bin/python -m benchmarks.bench_publish [--sizes 1 5 20 50] [--repeats 3]``. Prints a
+table (no timed assertions). Each cut replaces every member's contents with one staged Parquet file
+(the steady state: tables exist, one previous snapshot); the baseline does the same per table with
+``table.transaction()`` + an overwrite snapshot committed through ``SqlCatalog.commit_table``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_provider_streambed.catalog import open_catalog
+from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.publish.tables import stage_cut_updates
+from tests.integration.publish.helpers import make_group, stage
+
+
+def _frame(version: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(100), pa.int64()), "v": pa.array([version] * 100, pa.int64())})
+
+
+def bench_cut(workdir: Path, size: int, repeats: int) -> list[float]:
+    """Seconds per publish of a cut of ``size`` members (after a first cut created the tables)."""
+    props = {"uri": f"sqlite:///{workdir}/cut-{size}.db", "warehouse": (workdir / f"wh-cut-{size}").as_uri()}
+    catalog = open_catalog(props)
+    ledger = Ledger(props["uri"])
+    ledger.create()
+    group = make_group("bench", members=size)
+    times = []
+    for version in range(1, repeats + 2):
+        tables = {m.name: _frame(version) for m in group.members}
+        ledger.pin_run("bench", f"r{version}", Lsn(version * 100))
+        manifests = stage(props["warehouse"], "bench", f"r{version}", Lsn(version * 100), tables)
+        started = time.perf_counter()
+        publish_cut(catalog, ledger, group, f"r{version}", manifests)
+        if version > 1:
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def bench_single(workdir: Path, size: int, repeats: int) -> list[float]:
+    """Seconds for ``size`` independent single-table commits (load, overwrite snapshot, commit each)."""
+    props = {"uri": f"sqlite:///{workdir}/single-{size}.db", "warehouse": (workdir / f"wh-single-{size}").as_uri()}
+    catalog = open_catalog(props)
+    catalog.create_namespace("ns")
+    data = workdir / f"data-single-{size}"
+    data.mkdir()
+    for index in range(size):
+        catalog.create_table(f"ns.t{index}", schema=_frame(0).schema)
+    times = []
+    for version in range(1, repeats + 2):
+        files = []
+        for index in range(size):
+            path = data / f"t{index}-v{version}.parquet"
+            pq.write_table(_frame(version), path)
+            files.append(path.as_uri())
+        started = time.perf_counter()
+        for index in range(size):
+            table = catalog.load_table(f"ns.t{index}")
+            transaction = table.transaction()
+            stage_cut_updates(transaction, (files[index],), {}, f"tag-{version}", None)
+            transaction.commit_transaction()
+        if version > 1:
+            times.append(time.perf_counter() - started)
+    return times
+
+
+def main() -> None:
+    """Print the latency table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 20, 50])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{'tables':>6}  {'cut (s)':>9}  {'N single commits (s)':>21}  {'one single commit (s)':>22}  {'cut/one':>8}")
+    with tempfile.TemporaryDirectory() as directory:
+        workdir = Path(directory)
+        one = statistics.median(bench_single(workdir, 1, args.repeats))
+        for size in args.sizes:
+            cut = statistics.median(bench_cut(workdir, size, args.repeats))
+            single = statistics.median(bench_single(workdir, size, args.repeats)) if size > 1 else one
+            print(f"{size:>6}  {cut:>9.3f}  {single:>21.3f}  {one:>22.3f}  {cut / one:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()
