@@ -1,0 +1,133 @@
+"""End to end under Airflow's ``dag.test()``: real PostgreSQL, Spark local[2] and a SQLite catalog."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from airflow.sdk import DAG, Asset
+from sqlalchemy import select
+
+from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, StreambedRefreshGroup
+from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from airflow_provider_streambed.run_key import make_run_key
+from airflow_provider_streambed.staging import staging_root
+from tests.integration.airflow.bank import Writer, check_cut, load_bank, move_money
+from tests.integration.airflow.conftest import rerun, spark_kwargs, sync_dags
+from tests.integration.airflow.members import FLAKY_FLAG
+
+pytestmark = pytest.mark.slow
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
+
+
+def _asset_events(uri: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        query = select(AssetEvent).join(AssetModel, AssetModel.id == AssetEvent.asset_id).where(AssetModel.uri == uri)
+        events = session.scalars(query).all()
+        return [dict(event.extra) for event in events]
+
+
+def _queued(dag_id: str) -> int:
+    from airflow.models.asset import AssetDagRunQueue
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return len(session.scalars(select(AssetDagRunQueue).where(AssetDagRunQueue.target_dag_id == dag_id)).all())
+
+
+def test_bank_runs_under_a_concurrent_writer(bank_connections: dict[str, str], pg_dsn: str) -> None:
+    from example_bank import bank
+
+    load_bank(pg_dsn)
+    with DAG("bank_e2e", schedule=None, start_date=START, max_active_runs=1) as dag:
+        StreambedRefreshGroup(bank, **spark_kwargs())
+    sync_dags(dag)
+    writer = Writer(pg_dsn)
+    writer.start()
+    try:
+        for run in range(5):
+            dag_run = dag.test(logical_date=START + dt.timedelta(hours=run))
+            assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
+    finally:
+        journal = set(writer.stop())
+    final = dag.test(logical_date=START + dt.timedelta(hours=5))
+    assert final.state == "success"
+
+    cuts = CutReader(bank_connections, bank).list()
+    assert [cut.cut_id for cut in cuts] == [1, 2, 3, 4, 5, 6]
+    seen: set[int] = set()
+    for previous, cut in zip([None, *cuts], cuts, strict=False):
+        assert previous is None or cut.watermark > previous.watermark
+        ids = check_cut(cut, journal)
+        assert seen <= ids, f"cut {cut.cut_id} lost transfers of the cut before"
+        seen = ids
+    assert seen == journal, "the last cut after the writer stopped misses or invents transfers"
+    assert len(journal) > 50
+    events = _asset_events("streambed://lakehouse/bank/balances")
+    assert sorted(event["cut_id"] for event in events) == [1, 2, 3, 4, 5, 6]
+    assert {event["watermark_lsn"] for event in events} == {str(cut.watermark) for cut in cuts}
+
+
+def test_failed_member_retry_and_cleared_publish(bank_connections: dict[str, str], pg_dsn: str,
+                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flag = tmp_path / "flaky-ok"
+    monkeypatch.setenv(FLAKY_FLAG, str(flag))
+    load_bank(pg_dsn)
+    with psycopg.connect(pg_dsn) as conn:
+        for _ in range(10):
+            move_money(conn, random.Random(3))
+    group = RefreshGroup(
+        name="bank_flaky", source_conn_id="bank_pg", catalog_conn_id="lakehouse", namespace="flaky",
+        members=[Mirror("accounts"), Mirror("transfers"),
+                 PythonMember("counts", "tests.integration.airflow.members:flaky_counts", sources=["transfers"])],
+    )
+    with DAG("flaky_e2e", schedule=None, start_date=START) as dag:
+        StreambedRefreshGroup(group, **spark_kwargs())
+    accounts_asset = Asset(uri="streambed://lakehouse/flaky/accounts", name="streambed://lakehouse/flaky/accounts")
+    with DAG("flaky_downstream", schedule=[accounts_asset], start_date=START, is_paused_upon_creation=False) as down:
+        pass
+    sync_dags(dag, down)
+
+    dag_run = dag.test(logical_date=START)
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert dag_run.state == "failed"
+    assert states == {"bank_flaky.capture_watermark": "success", "bank_flaky.refresh_group": "failed",
+                      "bank_flaky.publish_cut": "upstream_failed"}
+    ledger = Ledger(bank_connections["uri"])
+    run_key = make_run_key("flaky_e2e", dag_run.run_id)
+    pinned = ledger.get_run("bank_flaky", run_key)
+    assert pinned is not None and ledger.last_cut("bank_flaky") is None
+    assert _asset_events(accounts_asset.uri) == [] and _queued("flaky_downstream") == 0
+    root = staging_root(bank_connections["warehouse"], "bank_flaky", run_key)
+    staged = {name: read_member_manifest(root, name) for name in ("accounts", "transfers", "counts")}
+    assert staged["counts"] is None and staged["accounts"] is not None and staged["transfers"] is not None
+
+    flag.touch()
+    assert rerun(dag, dag_run, ["bank_flaky.refresh_group", "bank_flaky.publish_cut"]) == "success"
+    again = ledger.get_run("bank_flaky", run_key)
+    assert again is not None and again.watermark == pinned.watermark
+    published = CutReader(bank_connections, group).latest()
+    for name, manifest in staged.items():
+        if manifest is None:
+            continue
+        files = {task.file.file_path.rsplit("/", 1)[-1] for task in published.table(name).scan().plan_files()}
+        assert files == {path.rsplit("/", 1)[-1] for path in manifest.files}, f"{name} was recomputed"
+    cut = ledger.last_cut("bank_flaky")
+    assert cut is not None and (cut.cut_id, cut.watermark, cut.run_key) == (1, pinned.watermark, run_key)
+    assert [event["cut_id"] for event in _asset_events(accounts_asset.uri)] == [1]
+    assert _queued("flaky_downstream") == 1
+
+    assert rerun(dag, dag_run, ["bank_flaky.publish_cut"]) == "success"
+    assert [c.cut_id for c in ledger.list_cuts("bank_flaky")] == [1]
+    assert [event["cut_id"] for event in _asset_events(accounts_asset.uri)] == [1], "a cleared publish emitted again"
