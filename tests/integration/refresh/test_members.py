@@ -97,3 +97,16 @@ def test_watermark_not_after_previous_cut_is_refused(spark: SparkSession, tmp_pa
     spec = stage_spec(tmp_path, group, "r1", Lsn(500), captures, prev_watermark=Lsn(900), cut_number=2)
     with pytest.raises(WatermarkError, match=r"group 'derived', run 'r1': W=0/1F4 is not after .* W=0/384"):
         run_job(spark, spec)
+
+
+def test_one_member_at_a_time_needs_its_sources_staged_first(spark: SparkSession, tmp_path: Path) -> None:
+    group = _group()
+    accounts, regions = _models(random.Random(4))
+    accounts.commit()
+    captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
+    spec = stage_spec(tmp_path, group, "r1", Lsn(accounts.lsn), captures)
+    with pytest.raises(RefreshError, match=r"member 'by_name': .*source 'accounts' of member 'by_name' has no staged"):
+        run_job(spark, spec, ["by_name"])
+    for name in ("accounts", "regions", "by_name", "totals"):
+        assert set(run_job(spark, spec, [name])) == {name}
+    assert read_member_manifest(spec.staging_root, "by_name") is not None
