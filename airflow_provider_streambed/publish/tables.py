@@ -26,7 +26,6 @@ from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
-from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table import StagedTable, Table, TableProperties, Transaction
 from pyiceberg.table.locations import load_location_provider
@@ -36,6 +35,7 @@ from pyiceberg.table.update.snapshot import ManageSnapshots
 from sqlalchemy import select
 
 from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.publish.snapshot import ReplaceAll
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -188,19 +188,8 @@ def stage_cut_updates(
         mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
         transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
     metadata = transaction.table_metadata
-    previous: list[DataFile] = []
-    if (snapshot := metadata.current_snapshot()) is not None:
-        for manifest in snapshot.manifests(table.io):
-            previous.extend(
-                entry.data_file
-                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-                if entry.data_file.content == DataFileContent.DATA
-            )
     added = [parquet_file_to_data_file(table.io, metadata, file) for file in files]
-    snapshot_update = transaction.update_snapshot(snapshot_properties=snapshot_properties)
-    with snapshot_update.overwrite(commit_uuid=commit_uuid) as overwrite:  # type: ignore[arg-type]  # a UUID
-        for data_file in previous:
-            overwrite.delete_data_file(data_file)
+    with ReplaceAll(transaction, commit_uuid, snapshot_properties) as overwrite:  # type: ignore[arg-type]  # a UUID
         for data_file in added:
             overwrite.append_data_file(data_file)
         snapshot_id = overwrite.snapshot_id

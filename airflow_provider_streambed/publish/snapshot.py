@@ -1,0 +1,86 @@
+"""The cut's overwrite snapshot of one member table: every live data file replaced, parent read once.
+
+pyiceberg's ``_OverwriteFiles`` reads each manifest of the parent snapshot two or three times
+(to find live files, to build the deleted entries, to decide which manifests to keep), and it
+carries every earlier manifest that holds only deleted entries into the new snapshot, so the
+manifest list of a member table grew by one manifest per cut and each publish re-read all of
+them. :class:`ReplaceAll` reads the parent's manifest list once and only the manifests that
+still have live data files, once. The new snapshot lists the manifest of added files, one
+manifest of ``DELETED`` entries for every previous data file (deletions stay on record for
+incremental readers and snapshot expiry), and the parent's delete-file manifests, unchanged; it
+drops data manifests without live files, as Iceberg's Java ``MergingSnapshotProducer`` does
+("only keep manifests that have live data files or that were written by this commit"). Readers
+of the new snapshot see exactly the added files; older snapshots are untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.table import Transaction
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+logger = logging.getLogger(__name__)
+
+
+class ReplaceAll(_OverwriteFiles):
+    """One overwrite snapshot (an append on an empty table) whose data files are exactly the added ones.
+
+    Use as a context manager on a non-autocommit transaction, like pyiceberg's producers; add the
+    new files with :meth:`append_data_file`. Every live data file of the parent is deleted.
+    """
+
+    def __init__(
+        self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str]
+    ) -> None:
+        metadata = transaction.table_metadata
+        operation = Operation.OVERWRITE if metadata.current_snapshot() is not None else Operation.APPEND
+        super().__init__(
+            operation=operation,
+            transaction=transaction,
+            io=transaction._table.io,
+            commit_uuid=commit_uuid,
+            snapshot_properties=snapshot_properties,
+        )
+        self._parent_entries: list[ManifestEntry] = []
+        self._kept_manifests: list[ManifestFile] = []
+        parent = None if self._parent_snapshot_id is None else metadata.snapshot_by_id(self._parent_snapshot_id)
+        if parent is None:
+            return
+        for manifest in parent.manifests(self._io):
+            if manifest.content == ManifestContent.DELETES:
+                self._kept_manifests.append(manifest)  # delete files are not ours to drop (none are expected)
+            elif manifest.has_added_files() or manifest.has_existing_files():
+                self._parent_entries.extend(manifest.fetch_manifest_entry(self._io, discard_deleted=True))
+        for entry in self._parent_entries:
+            self.delete_data_file(entry.data_file)
+
+    def _build_delete_files_partition_predicate(self) -> None:
+        """Not needed: no manifest is filtered by partition, every live file is deleted."""
+
+    def _deleted_entries(self) -> list[ManifestEntry]:
+        """Every live data file of the parent, as a ``DELETED`` entry of this snapshot."""
+        return [
+            ManifestEntry.from_args(
+                status=ManifestEntryStatus.DELETED,
+                snapshot_id=self._snapshot_id,
+                sequence_number=entry.sequence_number,
+                file_sequence_number=entry.file_sequence_number,
+                data_file=entry.data_file,
+            )
+            for entry in self._parent_entries
+        ]
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        """The parent's delete-file manifests; its data manifests hold no live file after this snapshot."""
+        return list(self._kept_manifests)
+
+    def _refresh_for_retry(self) -> None:
+        """No rebase onto a newer parent: a concurrent change of a member table is a conflict."""
+        raise CommitFailedException(
+            f"table {'.'.join(self._transaction._table.name())}: changed by another writer since its cut was built"
+        )
