@@ -1,31 +1,222 @@
-"""`make demo`: start a throwaway PostgreSQL cluster and show the example refresh group."""
+"""`make demo`: three Airflow runs of the bank example under a live writer, then the invariant on every cut.
+
+Steps: start a throwaway PostgreSQL cluster (``wal_level=logical``), load the bank schema, start
+a writer thread moving money between accounts (one multi-table transaction per transfer), run
+``airflow dags test streambed_bank`` three times (a temporary Airflow home with a SQLite metadata
+DB, connections from ``AIRFLOW_CONN_*`` variables: the cluster, a SQLite Iceberg catalog, Spark
+``local[2]``), then list the cuts with ``streambed cuts list`` and check on every cut that the
+total money is constant and every balance equals the initial balance plus its mirrored
+transfers. Exits non-zero when a run or a check fails. Files (Airflow home, logs, catalog,
+warehouse) stay in ``.demo/`` for inspection; the cluster is removed.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import logging
+import os
+import random
+import shutil
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dags"))
-
-from example_bank import bank
-
+from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.refresh.plan import LOCAL_CONF
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 
+logger = logging.getLogger(__name__)
 
-def main() -> None:
-    """Start the cluster, print its logical-decoding settings and the declared group."""
-    with ThrowawayCluster() as cluster, psycopg.connect(cluster.dsn()) as conn:
-        version, wal_level = conn.execute("SELECT version(), current_setting('wal_level')").fetchone()
-        print(f"PostgreSQL cluster on 127.0.0.1:{cluster.port}: {version.split(',')[0]}, wal_level={wal_level}")
-        print(f"refresh group {bank.name!r}: source connection {bank.source_conn_id!r}, "
-              f"catalog {bank.catalog_conn_id!r}, namespace {bank.namespace!r}")
-        for member in bank.topological_members():
-            sources = ", ".join(member.sources) or getattr(member, "qualified_table", "")
-            print(f"  {type(member).__name__:<8} {member.name:<10} <- {sources}")
-    print("cluster stopped and removed")
+REPO = Path(__file__).resolve().parent.parent
+DEMO_DIR = REPO / ".demo"
+BIN = Path(sys.executable).parent
+DAG_ID = "streambed_bank"
+GROUP = "bank"
+RUNS = 3
+ACCOUNTS = 20
+INITIAL_BALANCE = 1000
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+SCHEMA = f"""
+CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
+CREATE TABLE transfers (id bigserial PRIMARY KEY, src int NOT NULL, dst int NOT NULL, amount bigint NOT NULL);
+INSERT INTO accounts SELECT g, {INITIAL_BALANCE} FROM generate_series(1, {ACCOUNTS}) g;
+"""
+#: Spark settings for the demo's ``local[2]`` jobs (``spark-defaults.conf``): the example DAG sets none.
+SPARK_DEFAULTS = {**LOCAL_CONF, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+
+
+class Writer(threading.Thread):
+    """Moves money between random accounts until stopped; ``journal`` holds every committed transfer id."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(daemon=True)
+        self.dsn = dsn
+        self.journal: list[int] = []
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """Debit, credit and journal row in one transaction, every few milliseconds."""
+        rng = random.Random(7)
+        try:
+            with psycopg.connect(self.dsn) as conn:
+                while not self.stopping.is_set():
+                    src, dst = rng.sample(range(1, ACCOUNTS + 1), 2)
+                    amount = rng.randint(1, 50)
+                    with conn.transaction():
+                        conn.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s", (amount, src))
+                        conn.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, dst))
+                        row = conn.execute("INSERT INTO transfers (src, dst, amount) VALUES (%s, %s, %s) "
+                                           "RETURNING id", (src, dst, amount)).fetchone()
+                    self.journal.append(int(row[0]) if row else -1)
+                    self.stopping.wait(0.005)
+        except BaseException as error:  # reported by stop()
+            self.error = error
+
+    def stop(self) -> set[int]:
+        """Stop and return the journal; raises the writer's error if it had one."""
+        self.stopping.set()
+        self.join(30)
+        if self.error is not None:
+            raise RuntimeError(f"the writer failed: {self.error}") from self.error
+        return set(self.journal)
+
+
+def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str]) -> dict[str, str]:
+    """The environment of the ``airflow`` subprocesses: demo home, SQLite DB, connections, Spark."""
+    home = DEMO_DIR / "airflow"
+    spark_conf_dir = DEMO_DIR / "spark-conf"
+    spark_conf_dir.mkdir(parents=True, exist_ok=True)
+    (spark_conf_dir / "spark-defaults.conf").write_text(
+        "".join(f"{key} {value}\n" for key, value in SPARK_DEFAULTS.items()))
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW_CONN_BANK_PG": json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": cluster.port,
+                                            "login": "streambed", "schema": dbname}),
+        "AIRFLOW_CONN_LAKEHOUSE": json.dumps({"conn_type": "streambed_catalog", "extra": catalog}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PATH": os.pathsep.join([str(BIN), env.get("PATH", "")]),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_CONF_DIR": str(spark_conf_dir),
+    })
+    return env
+
+
+def run_logged(command: list[str], env: dict[str, str], log_name: str) -> tuple[int, float]:
+    """Run a command with its output in ``.demo/logs/<log_name>``; returns (exit code, seconds)."""
+    log_path = DEMO_DIR / "logs" / log_name
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with log_path.open("w") as log:
+        code = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=600,
+                              check=False).returncode
+    return code, time.perf_counter() - started
+
+
+def check_cut(cut: Cut, journal: set[int], before: set[int]) -> tuple[list[str], set[int], int]:
+    """The bank invariant on one cut: (problems, its transfer ids, its total money)."""
+    accounts = {row["id"]: row["balance"] for row in cut.to_arrow("accounts").to_pylist()}
+    transfers = cut.to_arrow("transfers").to_pylist()
+    ids = [row["id"] for row in transfers]
+    problems = []
+    total = sum(accounts.values())
+    if len(accounts) != ACCOUNTS or total != ACCOUNTS * INITIAL_BALANCE:
+        problems.append(f"total money {total} over {len(accounts)} accounts, expected {ACCOUNTS * INITIAL_BALANCE}")
+    if len(ids) != len(set(ids)):
+        problems.append("a transfer appears twice")
+    if not set(ids) <= journal:
+        problems.append(f"transfers never committed: {sorted(set(ids) - journal)[:5]}")
+    if not before <= set(ids):
+        problems.append(f"transfers of the previous cut lost: {sorted(before - set(ids))[:5]}")
+    net = dict.fromkeys(accounts, 0)
+    for row in transfers:
+        net[row["src"]] = net.get(row["src"], 0) - row["amount"]
+        net[row["dst"]] = net.get(row["dst"], 0) + row["amount"]
+    wrong = [account for account, balance in accounts.items() if balance != INITIAL_BALANCE + net[account]]
+    if wrong:
+        problems.append(f"balances inconsistent with the transfers for accounts {wrong[:5]}")
+    balances = {row["id"]: (row["balance"], row["net_transfers"]) for row in cut.to_arrow("balances").to_pylist()}
+    if balances != {account: (accounts[account], net[account]) for account in accounts}:
+        problems.append("the balances member disagrees with the mirrored tables")
+    return problems, set(ids), total
+
+
+def check_cuts(catalog: dict[str, str], journal: set[int]) -> bool:
+    """Print OK/FAIL per cut; True when there are RUNS cuts with increasing W and all pass."""
+    cuts = CutReader(catalog, GROUP).list()
+    ok = len(cuts) == RUNS
+    if not ok:
+        print(f"FAIL: {len(cuts)} cuts published, expected {RUNS}")
+    before: set[int] = set()
+    previous: Cut | None = None
+    for cut in cuts:
+        problems, ids, total = check_cut(cut, journal, before)
+        if previous is not None and not cut.watermark > previous.watermark:
+            problems.append(f"W {cut.watermark} is not after the previous cut's W {previous.watermark}")
+        status = "OK  " if not problems else "FAIL"
+        print(f"{status} cut {cut.cut_id}  W={cut.watermark}  transfers={len(ids)}  total money={total}"
+              + "".join(f"\n       {problem}" for problem in problems))
+        ok = ok and not problems
+        before, previous = ids, cut
+    return ok
+
+
+def run_demo(cluster: ThrowawayCluster) -> bool:
+    """Everything after the cluster started; True when every run and check passed."""
+    dbname = cluster.create_database("bank")
+    dsn = cluster.dsn(dbname)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    print(f"bank schema loaded: {ACCOUNTS} accounts x {INITIAL_BALANCE}, database {dbname!r} on port {cluster.port}")
+    catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
+    env = airflow_env(cluster, dbname, catalog)
+    code, seconds = run_logged([str(BIN / "airflow"), "db", "migrate"], env, "airflow-db-migrate.log")
+    print(f"airflow db migrate: exit {code} in {seconds:.0f} s")
+    if code != 0:
+        return False
+    writer = Writer(dsn)
+    writer.start()
+    ok = True
+    try:
+        for run in range(RUNS):
+            logical_date = (START + dt.timedelta(hours=run)).isoformat()
+            code, seconds = run_logged([str(BIN / "airflow"), "dags", "test", DAG_ID, logical_date], env,
+                                       f"dags-test-{run + 1}.log")
+            print(f"run {run + 1}: airflow dags test {DAG_ID} {logical_date}: "
+                  f"{'success' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f} s, "
+                  f"{len(writer.journal)} transfers committed so far")
+            ok = ok and code == 0
+    finally:
+        journal = writer.stop()
+    print(f"writer stopped after {len(journal)} transfers\n")
+    subprocess.run([str(BIN / "streambed"), "cuts", "list", "--catalog-uri", catalog["uri"],
+                    "--warehouse", catalog["warehouse"], "--group", GROUP], env=env, check=False)
+    print()
+    return check_cuts(catalog, journal) and ok
+
+
+def main() -> int:
+    """Run the demo; returns the exit code."""
+    started = time.perf_counter()
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    DEMO_DIR.mkdir(parents=True)
+    with ThrowawayCluster() as cluster:
+        print(f"throwaway PostgreSQL cluster on 127.0.0.1:{cluster.port} (wal_level=logical)")
+        ok = run_demo(cluster)
+    print(f"\ncluster stopped and removed; Airflow home, logs, catalog and warehouse in {DEMO_DIR}")
+    print(f"demo {'passed' if ok else 'FAILED'} in {time.perf_counter() - started:.0f} s")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
