@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -153,17 +151,10 @@ def bench_fixed_cost(warehouse: Path, row_counts: list[int]) -> None:
 
 
 def bench_incremental(warehouse: Path, rows: int, changed_fraction: float) -> None:
-    from pyspark.sql import SparkSession
+    from airflow_provider_streambed.refresh.job import run_job
+    from airflow_provider_streambed.testing.spark import local_spark_session
 
-    from airflow_provider_streambed.refresh.job import REQUIRED_CONF, run_job
-    from airflow_provider_streambed.refresh.plan import LOCAL_CONF
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master("local[2]").appName("bench-incremental")
-    for key, value in {**LOCAL_CONF, **REQUIRED_CONF}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark = local_spark_session("bench-incremental")
     group = group_of(1)
     start = time.perf_counter()
     first = run_job(spark, make_spec(warehouse, group, "inc1", changelog(np.arange(rows), 0, "I", 3), 100, None))[

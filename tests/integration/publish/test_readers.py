@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from collections.abc import Iterator
 
@@ -18,6 +16,7 @@ from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.testing.spark import local_spark_session
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
 
 pytestmark = pytest.mark.slow
@@ -104,8 +103,7 @@ def test_duckdb_reads_a_cut_like_pyiceberg(sqlite_props: dict[str, str]) -> None
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     """A local[2] Spark session (left running: other modules may share it)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    yield SparkSession.builder.master("local[2]").appName("streambed-publish-tests").getOrCreate()
+    yield local_spark_session("streambed-publish-tests")
 
 
 def test_spark_temp_views_read_a_cut(sqlite_props: dict[str, str], spark: SparkSession) -> None:

@@ -24,29 +24,17 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.capture.run import capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import open_catalog
-from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, CaptureManifest
 from tests.integration.refresh.jobs import read_staged
-from tests.integration.refresh.test_members import BY_NAME_SQL, MODULE, TOTALS_SQL
+from tests.integration.refresh.test_members import BY_NAME_SQL, TOTALS_SQL, derived_group
 
 pytestmark = pytest.mark.slow
 
-GROUP = RefreshGroup(
-    "e2e",
-    "src",
-    "cat",
-    "ns",
-    (
-        Mirror("public.accounts"),
-        Mirror("public.regions"),
-        SqlMember("by_name", BY_NAME_SQL, sources=("accounts", "regions")),
-        PythonMember("totals", f"{MODULE}:region_totals", sources=("accounts",)),
-    ),
-)
+GROUP = derived_group("e2e")
 SCHEMA = """
 CREATE TABLE accounts (region text, id bigint, balance numeric(12,2), note text, opened timestamp,
                        PRIMARY KEY (region, id));

@@ -31,7 +31,8 @@ REGION_SCHEMA = pa.schema([pa.field("region", pa.string()), pa.field("name", pa.
 MODULE = "tests.integration.refresh.python_members"
 
 
-def _group(*extra: SqlMember | PythonMember) -> RefreshGroup:
+def derived_group(name: str, *extra: SqlMember | PythonMember) -> RefreshGroup:
+    """Mirrors ``accounts`` and ``regions``, SQL member ``by_name``, Python member ``totals``, then ``extra``."""
     members = (
         Mirror("public.accounts"),
         Mirror("public.regions"),
@@ -39,13 +40,14 @@ def _group(*extra: SqlMember | PythonMember) -> RefreshGroup:
         PythonMember("totals", f"{MODULE}:region_totals", sources=("accounts",)),
         *extra,
     )
-    return RefreshGroup("derived", "src", "cat", "ns", members)
+    return RefreshGroup(name, "src", "cat", "ns", members)
 
 
-def _models(rng: random.Random) -> tuple[TableModel, TableModel]:
+def region_models(rng: random.Random, accounts_count: int = 29) -> tuple[TableModel, TableModel]:
+    """Models of ``accounts`` (regions a and b, a TOASTable note) and ``regions``, with their first rows."""
     accounts = TableModel("accounts", ACCOUNT_SCHEMA, ("region", "id"), toastable=("note",))
     regions = TableModel("regions", REGION_SCHEMA, ("region",))
-    for ident in range(1, 30):
+    for ident in range(1, accounts_count + 1):
         accounts.insert(account_row(rng, rng.choice("ab"), ident))
     regions.insert({"region": "a", "name": "Alpha"})
     regions.insert({"region": "b", "name": "Beta"})
@@ -77,8 +79,8 @@ def _models(rng: random.Random) -> tuple[TableModel, TableModel]:
 def test_bad_member_fails_by_name_and_keeps_the_others(
     spark: SparkSession, tmp_path: Path, member: SqlMember | PythonMember, message: str
 ) -> None:
-    group = _group(member)
-    accounts, regions = _models(random.Random(1))
+    group = derived_group("derived", member)
+    accounts, regions = region_models(random.Random(1))
     accounts.commit()
     captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path, group, "r1", Lsn(accounts.lsn), captures)
@@ -90,8 +92,8 @@ def test_bad_member_fails_by_name_and_keeps_the_others(
 
 
 def test_watermark_not_after_previous_cut_is_refused(spark: SparkSession, tmp_path: Path) -> None:
-    group = _group()
-    accounts, regions = _models(random.Random(2))
+    group = derived_group("derived")
+    accounts, regions = region_models(random.Random(2))
     accounts.commit()
     captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path, group, "r1", Lsn(500), captures, prev_watermark=Lsn(900), cut_number=2)
@@ -100,8 +102,8 @@ def test_watermark_not_after_previous_cut_is_refused(spark: SparkSession, tmp_pa
 
 
 def test_one_member_at_a_time_needs_its_sources_staged_first(spark: SparkSession, tmp_path: Path) -> None:
-    group = _group()
-    accounts, regions = _models(random.Random(4))
+    group = derived_group("derived")
+    accounts, regions = region_models(random.Random(4))
     accounts.commit()
     captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path, group, "r1", Lsn(accounts.lsn), captures)

@@ -7,31 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import PythonMember
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import collect_member_manifests, run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.refresh.staging_io import read_member_manifest
-from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row
 from tests.integration.refresh.jobs import read_staged, sorted_rows, stage_spec
 from tests.integration.refresh.python_members import FLAKY_FLAG
-from tests.integration.refresh.test_members import BY_NAME_SQL, MODULE, REGION_SCHEMA
+from tests.integration.refresh.test_members import MODULE, derived_group, region_models
 
 pytestmark = pytest.mark.slow
 
-GROUP = RefreshGroup(
-    "five",
-    "src",
-    "cat",
-    "ns",
-    (
-        Mirror("public.accounts"),
-        Mirror("public.regions"),
-        SqlMember("by_name", BY_NAME_SQL, sources=("accounts", "regions")),
-        PythonMember("totals", f"{MODULE}:region_totals", sources=("accounts",)),
-        PythonMember("flaky", f"{MODULE}:flaky_totals", sources=("accounts",)),
-    ),
-)
+GROUP = derived_group("five", PythonMember("flaky", f"{MODULE}:flaky_totals", sources=("accounts",)))
 
 
 def _applications(event_log: Path) -> int:
@@ -43,12 +30,7 @@ def test_one_application_per_run_and_retry_recomputes_only_the_failed_member(
 ) -> None:
     monkeypatch.setenv(FLAKY_FLAG, str(tmp_path / "flaky.flag"))
     rng = random.Random(3)
-    accounts = TableModel("accounts", ACCOUNT_SCHEMA, ("region", "id"), toastable=("note",))
-    regions = TableModel("regions", REGION_SCHEMA, ("region",))
-    for ident in range(1, 50):
-        accounts.insert(account_row(rng, rng.choice("ab"), ident))
-    regions.insert({"region": "a", "name": "Alpha"})
-    regions.insert({"region": "b", "name": "Beta"})
+    accounts, regions = region_models(rng, 49)
     accounts.commit()
     captures = [model.flush(tmp_path / "capture" / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path / "warehouse", GROUP, "run1", Lsn(accounts.lsn), captures)

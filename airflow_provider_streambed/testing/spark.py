@@ -1,0 +1,26 @@
+"""A local Spark session configured like the refresh job, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from airflow_provider_streambed.refresh.job import REQUIRED_CONF
+from airflow_provider_streambed.refresh.plan import LOCAL_CONF
+
+
+def local_spark_session(app_name: str) -> SparkSession:
+    """The process's ``local[2]`` Spark session with the job's required and local settings.
+
+    Python workers run this interpreter. Like ``getOrCreate``, a session already running in the
+    process is returned (with these settings applied to it where Spark allows).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    for key, value in {**LOCAL_CONF, **REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
