@@ -1,0 +1,126 @@
+"""Source schema changes between cuts: ``ADD COLUMN`` follows into the next cut, anything else fails the run.
+
+Real PostgreSQL, the real capture step, the job in-process on the ``local[2]`` session, and
+``publish_cut`` into an SQLite catalog: the published table's schema gains the column, earlier
+rows read null; a dropped column or a changed type fails the refresh naming table and column,
+and nothing is staged or published for that run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.slot import advance_slot
+from airflow_provider_streambed.catalog import open_catalog
+from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.publish.cut import publish_cut
+from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
+from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, staging_root
+
+pytestmark = pytest.mark.slow
+
+GROUP = RefreshGroup(
+    "evolving",
+    "src",
+    "cat",
+    "ns",
+    (Mirror("public.accounts"), SqlMember("rich", "SELECT * FROM accounts WHERE balance > 100", sources=("accounts",))),
+)
+SCHEMA = """
+CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL, note text);
+INSERT INTO accounts SELECT g, g * 50, 'n' || g FROM generate_series(1, 4) g;
+"""
+
+
+class Cuts:
+    """Runs capture, the job and publish for one group against one source and catalog."""
+
+    def __init__(self, spark: SparkSession, tmp_path: Path, dsn: str, catalog_uri: str) -> None:
+        self.spark = spark
+        self.warehouse = (tmp_path / "warehouse").as_uri()
+        self.catalog = open_catalog({"uri": catalog_uri, "warehouse": self.warehouse})
+        self.ledger = Ledger(catalog_uri)
+        self.ledger.create()
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def stage(self, run_key: str) -> tuple[JobSpec, dict[str, MemberManifest]]:
+        """Capture and compute the run; returns (job spec, staged manifests)."""
+        captured = capture_run(self.conn, GROUP, self.ledger, run_key, self.warehouse)
+        spec = build_job_spec(GROUP, self.catalog, self.ledger, captured.manifest_uri, run_key)
+        run_job(self.spark, spec)
+        return spec, collect_member_manifests(spec)
+
+    def publish(self, run_key: str) -> CutRecord:
+        """One whole cut: staged, published, slot advanced."""
+        _, staged = self.stage(run_key)
+        cut = publish_cut(self.catalog, self.ledger, GROUP, run_key, staged)
+        advance_slot(self.conn, GROUP, cut.watermark)
+        return cut
+
+    def source_rows(self) -> list[dict[str, Any]]:
+        cursor = self.conn.execute("SELECT * FROM accounts ORDER BY id")
+        names = [column.name for column in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+@pytest.fixture
+def cuts(spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str) -> Iterator[Cuts]:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    cuts = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri)
+    yield cuts
+    cuts.conn.close()
+
+
+def published_rows(cuts: Cuts, cut_id: int, member: str) -> list[dict[str, Any]]:
+    return sorted(CutReader(cuts.catalog, GROUP.name).get(cut_id).to_arrow(member).to_pylist(), key=lambda r: r["id"])
+
+
+def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts) -> None:
+    cuts.publish("run1")
+    cuts.conn.execute("ALTER TABLE accounts ADD COLUMN tier smallint")
+    cuts.conn.execute("INSERT INTO accounts VALUES (5, 900, 'n5', 2)")
+    cuts.conn.execute("UPDATE accounts SET tier = 1, balance = balance + 1 WHERE id = 3")
+    assert cuts.publish("run2").cut_id == 2
+    rows = published_rows(cuts, 2, "accounts")
+    assert rows == cuts.source_rows()
+    assert [row["tier"] for row in rows] == [None, None, 1, None, 2]
+    assert [row["id"] for row in published_rows(cuts, 2, "rich")] == [3, 4, 5]  # derived tables see it too
+
+    cuts.conn.execute("ALTER TABLE accounts ADD COLUMN flag boolean")  # no row changes after it
+    assert cuts.publish("run3").cut_id == 3
+    assert published_rows(cuts, 3, "accounts") == cuts.source_rows()
+    assert all(row["flag"] is None for row in published_rows(cuts, 3, "accounts"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("ALTER TABLE accounts DROP COLUMN note", r"table 'public.accounts'.*column 'note' was dropped"),
+        ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)",
+         r"table 'public.accounts'.*column 'balance' changed type from bigint to decimal\(20,2\)"),
+    ],
+)
+def test_other_changes_fail_the_run_naming_table_and_column(cuts: Cuts, change: str, message: str) -> None:
+    cuts.publish("run1")
+    cuts.conn.execute(change)
+    cuts.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+    with pytest.raises(RefreshError, match=message) as failure:
+        cuts.stage("run2")
+    assert "member 'rich': not computed" in str(failure.value)
+    root = staging_root(cuts.warehouse, GROUP.name, "run2")
+    assert read_member_manifest(root, "accounts") is None and read_member_manifest(root, "rich") is None
+    last = cuts.ledger.last_cut(GROUP.name)
+    assert last is not None and last.cut_id == 1
