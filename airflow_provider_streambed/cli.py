@@ -1,26 +1,37 @@
 """The ``streambed`` command line: debugging captures, refreshing once, inspecting cuts.
 
-Each subcommand lives in one ``_add_<name>_command`` function that registers its parser and
-handler; handlers return the process exit code.
+Each subcommand is a module ``cli_<name>`` with ``add_arguments(parser)`` and ``run(args) -> int``
+(the exit code); :data:`COMMANDS` lists them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
 
 Handler = Callable[[argparse.Namespace], int]
 
+#: Subcommand name -> its one-line help; the implementation is ``airflow_provider_streambed.cli_<name>``.
+COMMANDS = {
+    "cuts": "list, show or verify a group's published cuts",
+    "capture": "capture a group's changes up to a new W, for debugging",
+    "refresh": "run one refresh (capture, refresh, publish) of a group without Airflow",
+}
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``streambed`` argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="streambed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="streambed", description="Debug captures, refresh once, inspect cuts.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add_command in _COMMANDS:
-        add_command(subparsers)
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"airflow_provider_streambed.cli_{name}")
+        command = subparsers.add_parser(name, help=help_text)
+        module.add_arguments(command)
+        command.set_defaults(handler=module.run)
     return parser
 
 
@@ -31,38 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     return handler(args)
 
-
-def _add_cuts_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``streambed cuts list|show|verify``: inspect a group's published cuts."""
-    from airflow_provider_streambed import cli_cuts
-
-    parser = subparsers.add_parser("cuts", help="list, show or verify a group's published cuts")
-    cli_cuts.add_arguments(parser)
-    parser.set_defaults(handler=cli_cuts.run)
-
-
-def _add_capture_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``streambed capture``: run a group's capture step once (debugging)."""
-    from airflow_provider_streambed import cli_capture
-
-    parser = subparsers.add_parser("capture", help="capture a group's changes up to a new W, for debugging")
-    cli_capture.add_arguments(parser)
-    parser.set_defaults(handler=cli_capture.run)
-
-
-def _add_refresh_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``streambed refresh``: capture, refresh and publish one cut of a group in this process."""
-    from airflow_provider_streambed import cli_refresh
-
-    parser = subparsers.add_parser("refresh", help="run one refresh of a group without Airflow")
-    cli_refresh.add_arguments(parser)
-    parser.set_defaults(handler=cli_refresh.run)
-
-
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
-_COMMANDS.append(_add_cuts_command)
-_COMMANDS.append(_add_capture_command)
-_COMMANDS.append(_add_refresh_command)
 
 if __name__ == "__main__":
     sys.exit(main())
