@@ -46,4 +46,4 @@ lint: install
 	$(BIN)/mypy
 
 bench: install
-	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+	for script in benchmarks/bench_*.py; do $(BIN)/python -m benchmarks.$$(basename $$script .py) || exit 1; done
