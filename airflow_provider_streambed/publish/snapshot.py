@@ -5,9 +5,9 @@ pyiceberg's ``_OverwriteFiles`` reads each manifest of the parent snapshot two o
 carries every earlier manifest that holds only deleted entries into the new snapshot, so the
 manifest list of a member table grew by one manifest per cut and each publish re-read all of
 them. :class:`ReplaceAll` reads the parent's manifest list once and only the manifests that
-still have live data files, once. The new snapshot lists the manifest of added files, one
-manifest of ``DELETED`` entries for every previous data file (deletions stay on record for
-incremental readers and snapshot expiry), and the parent's delete-file manifests, unchanged; it
+still have live data files, once. The new snapshot lists one manifest holding the added files
+and a ``DELETED`` entry for every previous data file (deletions stay on record for incremental
+readers and snapshot expiry), and the parent's delete-file manifests, unchanged; it
 drops data manifests without live files, as Iceberg's Java ``MergingSnapshotProducer`` does
 ("only keep manifests that have live data files or that were written by this commit"). Readers
 of the new snapshot see exactly the added files; older snapshots are untouched.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import defaultdict
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
@@ -59,25 +60,34 @@ class ReplaceAll(_OverwriteFiles):
         for entry in self._parent_entries:
             self.delete_data_file(entry.data_file)
 
-    def _build_delete_files_partition_predicate(self) -> None:
-        """Not needed: no manifest is filtered by partition, every live file is deleted."""
+    def _manifests(self) -> list[ManifestFile]:
+        """The added files and the parent's live files (as ``DELETED``) in one data manifest per spec,
+        then the parent's delete-file manifests (its data manifests hold no live file any more).
 
-    def _deleted_entries(self) -> list[ManifestEntry]:
-        """Every live data file of the parent, as a ``DELETED`` entry of this snapshot."""
-        return [
-            ManifestEntry.from_args(
-                status=ManifestEntryStatus.DELETED,
-                snapshot_id=self._snapshot_id,
-                sequence_number=entry.sequence_number,
-                file_sequence_number=entry.file_sequence_number,
-                data_file=entry.data_file,
-            )
-            for entry in self._parent_entries
-        ]
-
-    def _existing_manifests(self) -> list[ManifestFile]:
-        """The parent's delete-file manifests; its data manifests hold no live file after this snapshot."""
-        return list(self._kept_manifests)
+        One manifest instead of pyiceberg's two (added, deleted) saves an Avro write per member;
+        mixed entries in one manifest are what Iceberg's Java manifest merging writes too.
+        """
+        current = self._transaction.table_metadata.spec().spec_id
+        deleted: dict[int, list[ManifestEntry]] = defaultdict(list)
+        for entry in self._parent_entries:
+            deleted[entry.data_file.spec_id].append(entry)
+        written = []
+        for spec_id in sorted(deleted.keys() | ({current} if self._added_data_files else set())):
+            with self.new_manifest_writer(self.spec(spec_id)) as writer:
+                for data_file in self._added_data_files if spec_id == current else ():
+                    writer.add_entry(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED,
+                            snapshot_id=self._snapshot_id,
+                            sequence_number=None,
+                            file_sequence_number=None,
+                            data_file=data_file,
+                        )
+                    )
+                for entry in deleted[spec_id]:
+                    writer.delete(entry)
+            written.append(writer.to_manifest_file())
+        return written + self._kept_manifests
 
     def _refresh_for_retry(self) -> None:
         """No rebase onto a newer parent: a concurrent change of a member table is a conflict."""

@@ -203,12 +203,15 @@ class _MemoTransaction(Transaction):
 
     pyiceberg recomputes (deep-copies) the table metadata on each ``table_metadata`` access, about
     two dozen times per snapshot; updates are only ever appended here, so their count is a valid key.
+    Before the first update it is the table's own metadata (pyiceberg's models are frozen).
     """
 
     _memo: tuple[int, TableMetadata] | None = None
 
     @property
     def table_metadata(self) -> TableMetadata:
+        if not self._updates:
+            return self._table.metadata
         if self._memo is None or self._memo[0] != len(self._updates):
             self._memo = (len(self._updates), update_table_metadata(self._table.metadata, self._updates))
         return self._memo[1]
