@@ -13,6 +13,7 @@ alone (they may be running).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import uuid
@@ -95,14 +96,15 @@ class Attempt:
             selector = fs.FileSelector(path, allow_not_found=True)
             for info in filesystem.get_file_info(selector):
                 if self.attempt_id in info.base_name or f"{metadata_dir}/{info.base_name}" == table["new"]:
-                    filesystem.delete_file(info.path)
-                    deleted += 1
+                    with contextlib.suppress(FileNotFoundError):  # a concurrent sweep deleted it first
+                        filesystem.delete_file(info.path)
+                        deleted += 1
         return deleted
 
     def forget(self, warehouse: str) -> None:
         """Delete this attempt's record."""
         filesystem, path = fs.FileSystem.from_uri(self.uri(warehouse))
-        if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        with contextlib.suppress(FileNotFoundError):  # absent, or a concurrent sweep deleted it first
             filesystem.delete_file(path)
 
 

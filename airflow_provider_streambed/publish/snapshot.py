@@ -22,8 +22,12 @@ from collections import defaultdict
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Transaction
+from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update import SetSnapshotRefUpdate, UpdatesAndRequirements
 from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+from airflow_provider_streambed.publish.manifests import read_live_entries, read_manifest_list
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +36,15 @@ class ReplaceAll(_OverwriteFiles):
     """One overwrite snapshot (an append on an empty table) whose data files are exactly the added ones.
 
     Use as a context manager on a non-autocommit transaction, like pyiceberg's producers; add the
-    new files with :meth:`append_data_file`. Every live data file of the parent is deleted.
+    new files with :meth:`append_data_file`. Every live data file of the parent is deleted. The
+    snapshot gets the main branch and the tag ``tag``.
     """
 
     def __init__(
-        self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str]
+        self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str], tag: str
     ) -> None:
         metadata = transaction.table_metadata
+        self._tag = tag
         operation = Operation.OVERWRITE if metadata.current_snapshot() is not None else Operation.APPEND
         super().__init__(
             operation=operation,
@@ -52,11 +58,11 @@ class ReplaceAll(_OverwriteFiles):
         parent = None if self._parent_snapshot_id is None else metadata.snapshot_by_id(self._parent_snapshot_id)
         if parent is None:
             return
-        for manifest in parent.manifests(self._io):
+        for manifest in read_manifest_list(self._io, parent.manifest_list):
             if manifest.content == ManifestContent.DELETES:
                 self._kept_manifests.append(manifest)  # delete files are not ours to drop (none are expected)
             elif manifest.has_added_files() or manifest.has_existing_files():
-                self._parent_entries.extend(manifest.fetch_manifest_entry(self._io, discard_deleted=True))
+                self._parent_entries.extend(read_live_entries(self._io, manifest))
         for entry in self._parent_entries:
             self.delete_data_file(entry.data_file)
 
@@ -88,6 +94,19 @@ class ReplaceAll(_OverwriteFiles):
                     writer.delete(entry)
             written.append(writer.to_manifest_file())
         return written + self._kept_manifests
+
+    def _commit(self) -> UpdatesAndRequirements:
+        """pyiceberg's snapshot and main-branch updates, plus the tag on the new snapshot.
+
+        Staged here rather than with ``ManageSnapshots`` afterwards, which copies the table metadata
+        once more. The main-branch requirement (and, on the group path, the compare-and-swap on the
+        metadata location) already refuses any concurrent change of the table.
+        """
+        updates, requirements = super()._commit()
+        tag = SetSnapshotRefUpdate.model_validate(
+            {"ref-name": self._tag, "type": SnapshotRefType.TAG, "snapshot-id": self._snapshot_id}
+        )
+        return (*updates, tag), requirements
 
     def _refresh_for_retry(self) -> None:
         """No rebase onto a newer parent: a concurrent change of a member table is a conflict."""

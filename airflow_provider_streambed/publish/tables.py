@@ -31,7 +31,6 @@ from pyiceberg.table import StagedTable, Table, TableProperties, Transaction
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import update_table_metadata
-from pyiceberg.table.update.snapshot import ManageSnapshots
 from sqlalchemy import select
 
 from airflow_provider_streambed.exceptions import PublishError
@@ -189,13 +188,10 @@ def stage_cut_updates(
         transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
     metadata = transaction.table_metadata
     added = [parquet_file_to_data_file(table.io, metadata, file) for file in files]
-    with ReplaceAll(transaction, commit_uuid, snapshot_properties) as overwrite:  # type: ignore[arg-type]  # a UUID
+    with ReplaceAll(transaction, commit_uuid, snapshot_properties, tag) as overwrite:  # type: ignore[arg-type]  # a UUID
         for data_file in added:
             overwrite.append_data_file(data_file)
-        snapshot_id = overwrite.snapshot_id
-    with ManageSnapshots(transaction) as refs:  # staged in the same metadata as the snapshot
-        refs.create_tag(snapshot_id, tag)
-    return snapshot_id
+    return overwrite.snapshot_id
 
 
 class _MemoTransaction(Transaction):
