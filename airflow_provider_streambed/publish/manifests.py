@@ -1,26 +1,32 @@
-"""Reading a parent snapshot's manifest list and manifests with Avro reader trees built once per process.
+"""Manifest Avro files with reader and writer trees built once per process, not once per file.
 
 pyiceberg converts each Avro file's header schema to an Iceberg schema and resolves a reader tree
-against the read schema on every file it opens; for a manifest that is most of the time to read
-it (about 1 ms here). The schemas of manifests and manifest lists depend only on the format
-version and the partition type, the same for every member table, so :class:`_ReusedReaderAvroFile`
-keeps each resolved reader tree (immutable, safe to share between threads) keyed by the header's
-schema text. The functions below are pyiceberg 0.12's ``read_manifest_list`` and
-``ManifestFile.fetch_manifest_entry`` on that file class; they rely on its internals
-``AvroFile``, ``resolve_reader``, ``_SCHEMA_KEY``, ``DEFAULT_READ_VERSION`` and
-``_inherit_from_manifest``.
+against the read schema on every file it opens, and builds the entry schema, the writer tree and
+the header schema text on every manifest it writes; that is most of the time to read or write a
+small manifest (about 1 ms each here). These schemas depend only on the format version and the
+partition type, the same for every member table, so this module keeps them per process (the
+trees are immutable, safe to share between threads). :func:`read_manifest_list` and
+:func:`read_live_entries` are pyiceberg 0.12's ``read_manifest_list`` and
+``ManifestFile.fetch_manifest_entry`` on such files; :class:`ReusedFormatManifestWriter` is its
+``ManifestWriterV2``. They rely on pyiceberg internals: ``AvroFile`` (and its ``_read_header``),
+``AvroOutputFile`` (its attributes and ``_write_header``), ``resolve_reader``, ``resolve_writer``,
+``_SCHEMA_KEY``, ``META_SCHEMA``, ``DEFAULT_READ_VERSION``, ``ManifestWriter._with_partition``
+and ``_meta``, and ``_inherit_from_manifest``.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import ClassVar
+import json
+import os
+from typing import ClassVar, NamedTuple
 
+from pyiceberg.avro.codecs import AVRO_CODEC_KEY, CODEC_MAPPING_ICEBERG_TO_AVRO
 from pyiceberg.avro.decoder import new_decoder
-from pyiceberg.avro.file import _SCHEMA_KEY, AvroFile
+from pyiceberg.avro.file import _SCHEMA_KEY, MAGIC, META_SCHEMA, SYNC_SIZE, AvroFile, AvroFileHeader, AvroOutputFile
 from pyiceberg.avro.reader import Reader
-from pyiceberg.avro.resolver import resolve_reader
-from pyiceberg.io import FileIO
+from pyiceberg.avro.resolver import construct_reader, construct_writer, resolve_reader, resolve_writer
+from pyiceberg.avro.writer import Writer
+from pyiceberg.io import FileIO, OutputFile
 from pyiceberg.manifest import (
     DEFAULT_READ_VERSION,
     MANIFEST_ENTRY_SCHEMAS,
@@ -32,17 +38,23 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
+    ManifestWriterV2,
     PartitionFieldSummary,
     _inherit_from_manifest,
 )
+from pyiceberg.schema import Schema
+from pyiceberg.table import TableProperties
 from pyiceberg.typedef import StructProtocol
+from pyiceberg.utils.schema_conversion import AvroSchemaConversion
+
+_HEADER_READER = construct_reader(META_SCHEMA, {-1: AvroFileHeader})
+_HEADER_WRITER = construct_writer(META_SCHEMA)
 
 
 class _ReusedReaderAvroFile(AvroFile[StructProtocol]):
     """An ``AvroFile`` that resolves its reader tree once per (header schema, read schema)."""
 
     _readers: ClassVar[dict[tuple[str, int], Reader]] = {}
-    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __enter__(self) -> _ReusedReaderAvroFile:
         with self.input_file.open() as stream:
@@ -53,10 +65,12 @@ class _ReusedReaderAvroFile(AvroFile[StructProtocol]):
         if reader is None:
             self.schema = self.header.get_schema()
             reader = resolve_reader(self.schema, self.read_schema or self.schema, self.read_types, self.read_enums)
-            with self._lock:
-                self._readers[key] = reader
+            reader = self._readers.setdefault(key, reader)
         self.reader = reader
         return self
+
+    def _read_header(self) -> AvroFileHeader:
+        return _HEADER_READER.read(self.decoder)
 
 
 def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
@@ -82,3 +96,46 @@ def read_live_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestEntry]
     return [
         _inherit_from_manifest(entry, manifest) for entry in entries if entry.status != ManifestEntryStatus.DELETED
     ]
+
+
+class _EntryFormat(NamedTuple):
+    """How manifest entries of one partition type are written: schema, writer tree, header schema."""
+
+    file_schema: Schema
+    writer: Writer
+    avro_schema: str
+
+
+class _ReusedWriterAvroOutputFile(AvroOutputFile[ManifestEntry]):
+    """pyiceberg's ``AvroOutputFile`` with the writer tree and header schema text of an :class:`_EntryFormat`."""
+
+    def __init__(self, output_file: OutputFile, entry_format: _EntryFormat, metadata: dict[str, str]) -> None:
+        self.output_file = output_file
+        self.file_schema = entry_format.file_schema
+        self.schema_name = "manifest_entry"
+        self.sync_bytes = os.urandom(SYNC_SIZE)
+        self.writer = entry_format.writer
+        self.metadata = metadata
+        self._avro_schema = entry_format.avro_schema
+
+    def _write_header(self) -> None:
+        codec = self.metadata.get(AVRO_CODEC_KEY, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT)
+        codec = CODEC_MAPPING_ICEBERG_TO_AVRO.get(codec, codec)
+        meta = {**self.metadata, _SCHEMA_KEY: self._avro_schema, AVRO_CODEC_KEY: codec}
+        _HEADER_WRITER.write(self.encoder, AvroFileHeader(MAGIC, meta, self.sync_bytes))
+
+
+class ReusedFormatManifestWriter(ManifestWriterV2):
+    """pyiceberg's format-version-2 manifest writer, with the entry format made once per partition type."""
+
+    _formats: ClassVar[dict[str, _EntryFormat]] = {}
+
+    def new_writer(self) -> AvroOutputFile[ManifestEntry]:
+        key = repr(self._spec.partition_type(self._schema))
+        entry_format = self._formats.get(key)
+        if entry_format is None:
+            file_schema = self._with_partition(self.version)
+            writer = resolve_writer(record_schema=self._with_partition(DEFAULT_READ_VERSION), file_schema=file_schema)
+            avro_schema = AvroSchemaConversion().iceberg_to_avro(file_schema, schema_name="manifest_entry")
+            entry_format = self._formats.setdefault(key, _EntryFormat(file_schema, writer, json.dumps(avro_schema)))
+        return _ReusedWriterAvroOutputFile(self._output_file, entry_format, self._meta)

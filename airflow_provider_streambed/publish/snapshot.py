@@ -20,14 +20,19 @@ import uuid
 from collections import defaultdict
 
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile, ManifestWriter
+from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import Transaction
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import SetSnapshotRefUpdate, UpdatesAndRequirements
 from pyiceberg.table.update.snapshot import _OverwriteFiles
 
-from airflow_provider_streambed.publish.manifests import read_live_entries, read_manifest_list
+from airflow_provider_streambed.publish.manifests import (
+    ReusedFormatManifestWriter,
+    read_live_entries,
+    read_manifest_list,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +99,13 @@ class ReplaceAll(_OverwriteFiles):
                     writer.delete(entry)
             written.append(writer.to_manifest_file())
         return written + self._kept_manifests
+
+    def new_manifest_writer(self, spec: PartitionSpec) -> ManifestWriter:
+        """pyiceberg's manifest writer; for format version 2 one that reuses the entry format."""
+        if self._transaction.table_metadata.format_version != 2:
+            return super().new_manifest_writer(spec)
+        output = self.new_manifest_output()
+        return ReusedFormatManifestWriter(spec, self.schema(), output, self._snapshot_id, self._compression)
 
     def _commit(self) -> UpdatesAndRequirements:
         """pyiceberg's snapshot and main-branch updates, plus the tag on the new snapshot.
