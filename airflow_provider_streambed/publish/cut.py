@@ -3,7 +3,7 @@
 Steps: check the catalog can commit a group (before any work); return the run's cut if the
 ledger has it; check the manifests (every member, one W, W above the last cut); load every
 member table (one pointer query); move the staged files into the tables; record the attempt;
-build and write each member's new metadata in parallel; swap all pointers and record the cut
+build and write each member's new metadata (in parallel on remote storage); swap all pointers and record the cut
 in one transaction (:mod:`.commit`); then delete this run's staging, abandoned runs' staging
 and the metadata files of dead attempts. The caller advances the replication slot afterwards.
 """
@@ -203,7 +203,9 @@ def _publish_group(
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, cut_id)
     try:
-        parallel(lambda p: build_member(p, files[p.member], properties, tag, attempt.commit_uuid), plans.values())
+        parallel(
+            lambda p: build_member(p, files[p.member], properties, tag, attempt.commit_uuid), plans.values(), warehouse
+        )
         record = commit_group(catalog, ledger, group.name, run_key, watermark, cut_id, plans, before_commit)
     except AlreadyPublished as found:
         abandon(catalog, warehouse, attempt)

@@ -1,7 +1,7 @@
 """Building each member table's next snapshot without moving its catalog pointer.
 
 For every member this module loads the current table (all pointer rows in one query, metadata
-files read in parallel), or stages a new table on first use, then stages on a pyiceberg
+files read in parallel on remote storage), or stages a new table on first use, then stages on a pyiceberg
 ``Transaction`` the updates of one cut: schema evolution if the staged files gained columns,
 the default name mapping (Spark writes Parquet without field ids), one overwrite snapshot that
 replaces every previous data file with the staged ones, and the tag ``<group>-cut-<k>``. The
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlparse
 
 import pyarrow.parquet as pq
 from pyarrow import fs
@@ -33,6 +34,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import update_table_metadata
 from sqlalchemy import select
 
+from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.publish.snapshot import ReplaceAll
 from airflow_provider_streambed.staging import MemberManifest
@@ -42,7 +44,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: Threads for per-member file I/O (metadata reads, Parquet footers, Avro and JSON writes).
+#: Threads for per-member file I/O (metadata reads, Parquet footers, Avro and JSON writes) on
+#: remote storage. On a local disk that work is CPU-bound Python: threads only contend for the GIL.
 IO_THREADS = 16
 
 
@@ -84,10 +87,13 @@ class MemberPlan:
         return ".".join(self.identifier)
 
 
-def parallel(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``map`` over ``items`` in a thread pool (file I/O bound), re-raising the first error."""
+def parallel(function: Callable[[T], R], items: Iterable[T], location: str) -> list[R]:
+    """``map`` over ``items``, whose files live under ``location``, re-raising the first error.
+
+    In a thread pool when ``location`` is remote storage (file I/O bound), one by one on a local disk.
+    """
     listed = list(items)
-    if len(listed) <= 1:
+    if len(listed) <= 1 or urlparse(location).scheme in ("", "file"):
         return [function(item) for item in listed]
     with ThreadPoolExecutor(max_workers=min(IO_THREADS, len(listed))) as pool:
         return list(pool.map(function, listed))
@@ -127,7 +133,7 @@ def plan_members(
         )
         return MemberPlan(member, identifier, table, location, new_location)
 
-    return dict(zip(manifests, parallel(plan, manifests), strict=True))
+    return dict(zip(manifests, parallel(plan, manifests, warehouse_of(catalog)), strict=True))
 
 
 def _stage_new_table(catalog: Catalog, identifier: tuple[str, str], manifest: MemberManifest) -> StagedTable:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +13,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import check_capability
 from airflow_provider_streambed.publish.attempts import Attempt, attempt_state
 from airflow_provider_streambed.publish.cut import run_watermark
-from airflow_provider_streambed.publish.tables import cut_tag, run_data_dir
+from airflow_provider_streambed.publish.tables import cut_tag, parallel, run_data_dir
 from airflow_provider_streambed.staging import MemberManifest
 from tests.integration.publish.helpers import make_group
 
@@ -47,3 +49,15 @@ def test_attempt_states_follow_the_pointers() -> None:
 def test_names() -> None:
     assert cut_tag("bank", 7) == "bank-cut-7"
     assert run_data_dir("file:///w/ns/t/", "run1") == "file:///w/ns/t/data/run1"
+
+
+def test_parallel_uses_threads_only_for_remote_storage() -> None:
+    def thread_of(_: int) -> str:
+        time.sleep(0.05)  # keeps a pool thread busy while the others take the next items
+        return threading.current_thread().name
+
+    main = threading.current_thread().name
+    assert set(parallel(thread_of, range(4), "file:///warehouse")) == {main}
+    assert set(parallel(thread_of, range(4), "/warehouse")) == {main}
+    remote = parallel(thread_of, range(4), "s3://bucket/warehouse")
+    assert main not in remote and len(set(remote)) > 1
