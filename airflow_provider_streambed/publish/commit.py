@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import cast
 
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from sqlalchemy import Connection, Table, insert, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.exceptions import PublishConflictError
@@ -45,16 +45,23 @@ def cut_members(plans: Mapping[str, MemberPlan]) -> dict[str, CutMember]:
     }
 
 
-def swap_pointer(catalog: SqlCatalog, connection: Connection, group: str, plan: MemberPlan) -> None:
-    """Move one table's pointer (or insert it on first use) inside ``connection``'s transaction.
+def swap_pointers(catalog: SqlCatalog, connection: Connection, group: str, plans: Iterable[MemberPlan]) -> None:
+    """Move every member's pointer (or insert it on first use) inside ``connection``'s transaction.
+
+    The compare-and-swap updates go to the database as one batch (one compiled statement, one
+    driver call), in table-name order so that concurrent publishers lock rows in the same order.
 
     Raises:
-        PublishConflictError: the pointer moved since the table was read, or the table was
-            created by another writer meanwhile.
+        PublishConflictError: a pointer moved since its table was read, or a table was created by
+            another writer meanwhile; names the table.
     """
-    namespace, name = plan.identifier
     rows = cast(Table, IcebergTables.__table__)
-    if plan.base_location is None:
+    moves = []
+    for plan in sorted(plans, key=lambda plan: plan.identifier):
+        namespace, name = plan.identifier
+        if plan.base_location is not None:
+            moves.append(plan)
+            continue
         try:
             connection.execute(insert(rows).values(**catalog._create_table_row(namespace, name, plan.new_location)))
         except IntegrityError as error:
@@ -62,22 +69,39 @@ def swap_pointer(catalog: SqlCatalog, connection: Connection, group: str, plan: 
                 f"group {group!r}, member {plan.member!r}: table {plan.table_name} was created by another writer "
                 "while this cut was built; nothing was published"
             ) from error
+    if not moves:
         return
     statement = (
         update(rows)
         .where(
             rows.c.catalog_name == catalog.name,
-            rows.c.table_namespace == namespace,
-            rows.c.table_name == name,
-            rows.c.metadata_location == plan.base_location,
+            rows.c.table_namespace == bindparam("namespace"),
+            rows.c.table_name == bindparam("name"),
+            rows.c.metadata_location == bindparam("base"),
         )
-        .values(metadata_location=plan.new_location, previous_metadata_location=plan.base_location)
+        .values(metadata_location=bindparam("new"), previous_metadata_location=bindparam("base"))
     )
-    if connection.execute(statement).rowcount != 1:
-        raise PublishConflictError(
-            f"group {group!r}, member {plan.member!r}: table {plan.table_name} was changed by another writer "
-            "since this cut was built; nothing was published"
-        )
+    batch = [
+        {"namespace": namespace, "name": name, "base": plan.base_location, "new": plan.new_location}
+        for plan in moves
+        for namespace, name in [plan.identifier]
+    ]
+    if connection.execute(statement, batch).rowcount != len(moves):
+        _raise_moved(catalog, connection, group, moves)
+
+
+def _raise_moved(catalog: SqlCatalog, connection: Connection, group: str, moves: list[MemberPlan]) -> None:
+    """Name the first member whose compare-and-swap matched no row (rows the batch did swap show the new file)."""
+    rows = cast(Table, IcebergTables.__table__)
+    query = select(rows.c.table_namespace, rows.c.table_name, rows.c.metadata_location).where(
+        rows.c.catalog_name == catalog.name, rows.c.table_namespace.in_({plan.identifier[0] for plan in moves})
+    )
+    current = {(row.table_namespace, row.table_name): row.metadata_location for row in connection.execute(query)}
+    moved = next((plan for plan in moves if current.get(plan.identifier) != plan.new_location), moves[0])
+    raise PublishConflictError(
+        f"group {group!r}, member {moved.member!r}: table {moved.table_name} was changed by another writer "
+        "since this cut was built; nothing was published"
+    )
 
 
 def commit_group(
@@ -100,8 +124,7 @@ def commit_group(
         existing = ledger.cut_for_run(group, run_key, connection)
         if existing is not None:
             raise AlreadyPublished(existing)
-        for plan in plans.values():
-            swap_pointer(catalog, connection, group, plan)
+        swap_pointers(catalog, connection, group, plans.values())
         if before_commit is not None:
             before_commit(connection)
         record = record_cut(ledger, connection, group, run_key, watermark, cut_id, plans)

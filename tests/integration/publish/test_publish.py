@@ -119,27 +119,28 @@ def test_a_member_changed_by_another_writer_refuses_the_whole_publish(catalog: S
     assert ledger.cut_for_run("bank", "run2") is None and len(ledger.list_cuts("bank")) == 1
 
 
+@pytest.mark.parametrize(("raced", "other"), [("accounts", "totals"), ("totals", "accounts")])
 def test_a_writer_racing_the_build_is_caught_by_compare_and_swap(
-    catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+    catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch, raced: str, other: str
 ) -> None:
     group, warehouse = make_group(), warehouse_of(catalog)
     publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
                                                               bank_tables(1)))
     manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
-    before = catalog.load_table("ns.totals").metadata_location
+    before = catalog.load_table(f"ns.{other}").metadata_location
     real_commit = cut_module.commit_group
 
     def racing_commit(*args: object, **kwargs: object) -> object:
-        # another writer commits to 'accounts' after this cut read it, before the pointer swap
-        catalog.load_table("ns.accounts").append(bank_tables(7)["accounts"])
+        # another writer commits to the raced table after this cut read it, before the pointer swap
+        catalog.load_table(f"ns.{raced}").append(bank_tables(7)[raced])
         return real_commit(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(cut_module, "commit_group", racing_commit)
-    metadata_before = _metadata_files(catalog, "totals")
-    with pytest.raises(PublishConflictError, match=r"member 'accounts': table ns.accounts was changed by another"):
+    metadata_before = _metadata_files(catalog, other)
+    with pytest.raises(PublishConflictError, match=rf"member '{raced}': table ns.{raced} was changed by another"):
         publish_cut(catalog, ledger, group, "run2", manifests)
-    assert catalog.load_table("ns.totals").metadata_location == before
-    assert _metadata_files(catalog, "totals") == metadata_before  # the attempt's files were deleted
+    assert catalog.load_table(f"ns.{other}").metadata_location == before
+    assert _metadata_files(catalog, other) == metadata_before  # the attempt's files were deleted
     assert ledger.cut_for_run("bank", "run2") is None
 
 
