@@ -1,14 +1,15 @@
 """Building each member table's next snapshot without moving its catalog pointer.
 
 For every member this module loads the current table (all pointer rows in one query, metadata
-files read in parallel on remote storage), or stages a new table on first use, then stages on a pyiceberg
-``Transaction`` the updates of one cut: schema evolution if the staged files gained columns,
+files read in parallel on remote storage), or stages a new table on first use, then stages on a
+pyiceberg ``Transaction`` the updates of one cut: schema evolution if the staged files gained columns,
 the default name mapping (Spark writes Parquet without field ids), one overwrite snapshot that
 replaces every previous data file with the staged ones, and the tag ``<group>-cut-<k>``. The
 resulting metadata file is written; the pointer is moved later, by the group commit.
 
 It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_create_staged_table``,
-``_parse_metadata_version``, ``Transaction._updates``); ``pyproject.toml`` bounds pyiceberg below 0.13.
+``_parse_metadata_version``, ``Transaction._updates``, and those named in :func:`apply_updates`);
+``pyproject.toml`` bounds pyiceberg below 0.13.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 from urllib.parse import urlparse
 
@@ -31,7 +33,13 @@ from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table import StagedTable, Table, TableProperties, Transaction
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.update import update_table_metadata
+from pyiceberg.table.update import (
+    TableUpdate,
+    _apply_table_update,
+    _TableMetadataUpdateContext,
+    _update_table_metadata_log,
+)
+from pyiceberg.utils.datetime import datetime_to_millis
 from sqlalchemy import select
 
 from airflow_provider_streambed.catalog import warehouse_of
@@ -200,22 +208,43 @@ def stage_cut_updates(
     return overwrite.snapshot_id
 
 
+def apply_updates(
+    base: TableMetadata, updates: tuple[TableUpdate, ...], base_location: str | None = None
+) -> TableMetadata:
+    """pyiceberg's ``update_table_metadata`` without its closing deep copy of the whole metadata.
+
+    That copy guards callers that mutate the result; nothing here does (pyiceberg's models are
+    frozen), and it was the largest cost of a member's publish after the Avro files, growing with
+    the table's history. Relies on pyiceberg 0.12 internals ``_TableMetadataUpdateContext``,
+    ``_apply_table_update`` and ``_update_table_metadata_log``.
+    """
+    context = _TableMetadataUpdateContext()
+    metadata = base
+    for update in updates:
+        metadata = _apply_table_update(update, metadata, context)
+    if context.has_changes():
+        if base_location:
+            metadata = _update_table_metadata_log(metadata, base_location, base.last_updated_ms)
+        if base.last_updated_ms == metadata.last_updated_ms:
+            metadata = metadata.model_copy(update={"last_updated_ms": datetime_to_millis(datetime.now().astimezone())})
+    metadata.spec().check_compatible(metadata.schema())
+    metadata.sort_order().check_compatible(metadata.schema())
+    return metadata
+
+
 class _MemoTransaction(Transaction):
     """A ``Transaction`` that applies its staged updates once per change, not on every read.
 
     pyiceberg recomputes (deep-copies) the table metadata on each ``table_metadata`` access, about
     two dozen times per snapshot; updates are only ever appended here, so their count is a valid key.
-    Before the first update it is the table's own metadata (pyiceberg's models are frozen).
     """
 
     _memo: tuple[int, TableMetadata] | None = None
 
     @property
     def table_metadata(self) -> TableMetadata:
-        if not self._updates:
-            return self._table.metadata
         if self._memo is None or self._memo[0] != len(self._updates):
-            self._memo = (len(self._updates), update_table_metadata(self._table.metadata, self._updates))
+            self._memo = (len(self._updates), apply_updates(self._table.metadata, self._updates))
         return self._memo[1]
 
 
@@ -225,8 +254,6 @@ def build_member(
     """Stage the cut's updates for one member and write its new metadata file (no pointer move)."""
     transaction = _MemoTransaction(plan.table)
     plan.snapshot_id = stage_cut_updates(transaction, files, snapshot_properties, tag, commit_uuid)
-    plan.new_metadata = update_table_metadata(
-        plan.table.metadata, transaction._updates, metadata_location=plan.base_location
-    )
+    plan.new_metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
     ToOutputFile.table_metadata(plan.new_metadata, plan.table.io.new_output(plan.new_location))
     return plan
