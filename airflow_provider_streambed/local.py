@@ -53,7 +53,8 @@ def refresh_once(
         source_dsn: libpq connection string of the source database (never logged).
         catalog_properties: pyiceberg catalog properties (``uri``, ``warehouse``, ...).
         run_key: the run key; default: a new one (``make_run_key("local", <UTC time>)``). Pass
-            the key of a failed run to retry it with its pinned W.
+            the key of a failed run to retry it with its pinned W; the key of a published run
+            returns its cut (after making sure the slot was advanced) and runs nothing.
         master: the Spark master.
         spark_conf: extra Spark configuration.
         explicit_watermark: pin this W instead of the current WAL position.
@@ -79,6 +80,11 @@ def refresh_once(
     catalog = open_catalog(catalog_properties)
     ledger = Ledger(getattr(catalog, "engine", None) or catalog_properties["uri"])
     ledger.create()
+    if (published := ledger.cut_for_run(group.name, run_key)) is not None:
+        logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)
+        with psycopg.connect(source_dsn) as conn:
+            advance_slot(conn, group, published.watermark)
+        return published
     started = time.perf_counter()
     if ledger.get_run(group.name, run_key) is None:
         claim_group(ledger, group.name, run_key, supersede=supersede_pending_runs)

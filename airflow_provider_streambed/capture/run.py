@@ -166,7 +166,7 @@ def capture_run(
 
     Raises:
         SourceError: the source cannot serve the group (SlotError for slot trouble).
-        WatermarkError: a bad explicit W or a flush timeout.
+        WatermarkError: a bad explicit W, a flush timeout, or the run already published.
         DecodeError: the change stream could not be decoded.
     """
     _autocommit(conn, group)
@@ -174,6 +174,11 @@ def capture_run(
     root = staging_root(warehouse, group.name, run_key)
     capture_dir = join(root, CAPTURE_DIR)
     stored = ledger.get_run(group.name, run_key)
+    if stored is not None and (cut := ledger.cut_for_run(group.name, run_key)) is not None:
+        raise WatermarkError(
+            f"group {group.name!r}, run {run_key!r}: already published as cut {cut.cut_id} (W={cut.watermark}); "
+            "a published run is not captured again"
+        )
     if stored is not None and (done := _existing_result(root, stored)) is not None:
         return done
     tables = ensure_source(conn, group, create_slot=False)

@@ -51,6 +51,19 @@ class StreambedBaseOperator(BaseOperator):
         ledger.create()
         return catalog, ledger
 
+    def already_published(self, ledger: Ledger, run_key: str) -> dict[str, Any] | None:
+        """For a run that already published (a cleared run), the XCom of a step that has nothing to do.
+
+        Capture and refresh return it instead of working again; ``None`` while the run is unpublished.
+        """
+        cut = ledger.cut_for_run(self.group.name, run_key)
+        if cut is None:
+            return None
+        logger.info("group=%s run=%s: already published as cut %d (W=%s); %s has nothing to do",
+                    self.group.name, run_key, cut.cut_id, cut.watermark, self.task_id)
+        self.show(watermark=cut.watermark, cut_id=cut.cut_id)
+        return {"run_key": run_key, "watermark_lsn": str(cut.watermark), "published_cut_id": cut.cut_id}
+
     def show(self, *, watermark: object = None, cut_id: int | None = None) -> None:
         """Fill the display fields and send the rendered fields again (best effort)."""
         if watermark is not None:

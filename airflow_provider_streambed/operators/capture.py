@@ -27,7 +27,9 @@ Trigger with Param `watermark_lsn` (e.g. `0/16B3748`) to pin an explicit W.
 class CaptureWatermarkOperator(StreambedBaseOperator):
     """Pin W for the run and capture the group's source changes up to it.
 
-    Returns (XCom) :meth:`CaptureResult.summary`: W as text, counts and the holdback figures.
+    Returns (XCom) :meth:`CaptureResult.summary`: W as text, counts and the holdback figures; for
+    a run that already published (cleared in the UI) nothing is captured again and the XCom holds
+    its W and ``published_cut_id``.
 
     Args:
         group: the refresh-group declaration.
@@ -69,6 +71,8 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         run_key = self.run_key(context)
         explicit = Lsn.parse(self.watermark_lsn.strip()) if self.watermark_lsn.strip() not in ("", "None") else None
         catalog, ledger = self.open_catalog()
+        if (done := self.already_published(ledger, run_key)) is not None:
+            return done
         if ledger.get_run(self.group.name, run_key) is None:
             claim_group(ledger, self.group.name, run_key, supersede=self.supersede_pending_runs)
         with StreambedSourceHook(self.source_conn_id).get_conn() as conn:

@@ -25,6 +25,8 @@ The spec and the command line carry paths, W and names only, never credentials.
 class RefreshGroupOperator(StreambedBaseOperator):
     """Submit the group's Spark job for the run's pinned W; XCom gets the members' row counts.
 
+    A run that already published (cleared in the UI) submits nothing.
+
     Args:
         group: the refresh-group declaration.
         spark_conn_id: the Spark connection for ``SparkSubmitHook``.
@@ -65,6 +67,25 @@ class RefreshGroupOperator(StreambedBaseOperator):
             "spark_binary": spark_binary,
         }
 
+    def check_spark_connection(self) -> None:
+        """Refuse a missing Spark connection: ``SparkSubmitHook`` would quietly submit to YARN instead.
+
+        Raises:
+            ConnectionConfigError: ``spark_conn_id`` is not defined.
+        """
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        from airflow_provider_streambed.exceptions import ConnectionConfigError
+
+        try:
+            BaseHook.get_connection(self.spark_conn_id)
+        except AirflowNotFoundException as missing:
+            raise ConnectionConfigError(
+                f"group {self.group.name!r}: Spark connection {self.spark_conn_id!r} is not defined "
+                "(SparkSubmitHook would fall back to YARN); create it or pass spark_conn_id"
+            ) from missing
+
     def execute(self, context: Context) -> dict[str, Any]:
         """Plan, submit and collect; returns ``{run_key, watermark_lsn, cut_number, members}``."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -81,6 +102,9 @@ class RefreshGroupOperator(StreambedBaseOperator):
 
         run_key = self.run_key(context)
         catalog, ledger = self.open_catalog()
+        if (done := self.already_published(ledger, run_key)) is not None:
+            return done
+        self.check_spark_connection()
         run = require_run(ledger, self.group, run_key)
         self.show(watermark=run.watermark)
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))

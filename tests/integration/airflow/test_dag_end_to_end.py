@@ -7,6 +7,7 @@ import random
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import psycopg
 import pytest
@@ -131,3 +132,12 @@ def test_failed_member_retry_and_cleared_publish(bank_connections: dict[str, str
     assert rerun(dag, dag_run, ["bank_flaky.publish_cut"]) == "success"
     assert [c.cut_id for c in ledger.list_cuts("bank_flaky")] == [1]
     assert [event["cut_id"] for event in _asset_events(accounts_asset.uri)] == [1], "a cleared publish emitted again"
+
+    assert not Path(urlparse(root).path).exists(), "publish left the run's staging behind"
+    with psycopg.connect(pg_dsn) as conn:
+        move_money(conn, random.Random(5))  # changes that a second capture of the run would stage
+    whole_run = ["bank_flaky.capture_watermark", "bank_flaky.refresh_group", "bank_flaky.publish_cut"]
+    assert rerun(dag, dag_run, whole_run) == "success"  # "Clear" on the published run: nothing is redone
+    assert [c.cut_id for c in ledger.list_cuts("bank_flaky")] == [1]
+    assert not Path(urlparse(root).path).exists(), "a cleared published run captured or refreshed again"
+    assert [event["cut_id"] for event in _asset_events(accounts_asset.uri)] == [1]

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.exceptions import WatermarkError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX
 from tests.integration.capture.conftest import (
@@ -74,6 +75,9 @@ def test_retry_reuses_w_and_writes_the_same_segments(source: Conn, ledger: Ledge
     assert redone.watermark == first.watermark and redone.manifest == first.manifest
     assert read_changes(redone.manifest, "t").equals(before)
     assert before.num_rows == 500 + 71
+    publish(source, ledger, group, redone)
+    with pytest.raises(WatermarkError, match=r"group 'g', run 'r2': already published as cut 2 .*not captured again"):
+        capture_run(source, group, ledger, "r2", warehouse)  # a cleared, published run: no second capture
 
 
 def test_async_commits_before_the_pin_are_not_lost(source: Conn, ledger: Ledger, warehouse: str,
