@@ -20,6 +20,7 @@ from airflow_provider_streambed.capture.bootstrap import BootstrapCopy, copy_tab
 from airflow_provider_streambed.capture.extract import extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.slot import (
+    DEFAULT_RETAINED_WARN_BYTES,
     REMEDY,
     advance_slot,
     check_slot,
@@ -151,6 +152,7 @@ def capture_run(
     explicit_watermark: Lsn | None = None,
     holdback_warn_seconds: float = 60.0,
     flush_timeout_seconds: float = 30.0,
+    wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
 ) -> CaptureResult:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -163,6 +165,7 @@ def capture_run(
         explicit_watermark: pin this W instead of the current WAL position (checked).
         holdback_warn_seconds: report transactions open longer than this at pin time.
         flush_timeout_seconds: how long to wait for the WAL flush up to W.
+        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
 
     Raises:
         SourceError: the source cannot serve the group (SlotError for slot trouble).
@@ -190,7 +193,7 @@ def capture_run(
             advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
         added = [table for member, table in tables.items() if member not in last.members]
         copies = _added_copies(conn, group, added, capture_dir)
-    start = check_slot(conn, group).confirmed_flush
+    start = check_slot(conn, group, retained_warn_bytes=wal_retention_warn_bytes).confirmed_flush
     holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
     watermark = pin_watermark(
         conn, ledger, group, run_key, explicit_watermark=explicit_watermark,

@@ -48,7 +48,13 @@ class SlotStatus:
     safe_wal_size: int | None
 
 
-def check_slot(conn: psycopg.Connection[Any], group: RefreshGroup, *, retained_warn_bytes: int = 1 << 30) -> SlotStatus:
+#: Above this much WAL retained by a group's slot, each capture logs a warning (1 GiB).
+DEFAULT_RETAINED_WARN_BYTES = 1 << 30
+
+
+def check_slot(
+    conn: psycopg.Connection[Any], group: RefreshGroup, *, retained_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES
+) -> SlotStatus:
     """Check the group's slot exists, is idle and has not lost WAL; warn when it retains much WAL.
 
     Raises:

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
 
@@ -38,6 +39,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         watermark_lsn: an explicit W (text such as ``0/16B3748``); empty: pin the current LSN.
         holdback_warn_seconds: report source transactions open longer than this.
         flush_timeout_seconds: how long to wait for the WAL to be flushed up to W.
+        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this (1 GiB).
         supersede_pending_runs: abandon another unpublished run of the group instead of failing.
     """
 
@@ -50,6 +52,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         watermark_lsn: str | None = None,
         holdback_warn_seconds: float = 60.0,
         flush_timeout_seconds: float = 30.0,
+        wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
         supersede_pending_runs: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -59,6 +62,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         self.watermark_lsn = watermark_lsn or ""
         self.holdback_warn_seconds = holdback_warn_seconds
         self.flush_timeout_seconds = flush_timeout_seconds
+        self.wal_retention_warn_bytes = wal_retention_warn_bytes
         self.supersede_pending_runs = supersede_pending_runs
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -85,6 +89,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 explicit_watermark=explicit,
                 holdback_warn_seconds=self.holdback_warn_seconds,
                 flush_timeout_seconds=self.flush_timeout_seconds,
+                wal_retention_warn_bytes=self.wal_retention_warn_bytes,
             )
         confirm_claim(ledger, self.group.name, run_key)
         self.show(watermark=result.watermark)

@@ -109,6 +109,20 @@ def test_bad_explicit_watermarks(source: Conn, ledger: Ledger, warehouse: str) -
         pin_watermark(source, ledger, group, "r2", explicit_watermark=chosen + 1)
 
 
+def test_wal_retention_warning_threshold(
+    source: Conn, ledger: Ledger, warehouse: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+    group = make_group("t")
+    publish(source, ledger, group, capture_run(source, group, ledger, "r1", warehouse))
+    source.execute("INSERT INTO t SELECT g, repeat('x', 200) FROM generate_series(1, 2000) g")  # ~0.5 MB of WAL
+    with caplog.at_level("WARNING", logger="airflow_provider_streambed.capture.slot"):
+        capture_run(source, group, ledger, "r2", warehouse)
+        assert not caplog.records  # far below the default 1 GiB
+        capture_run(source, group, ledger, "r3", warehouse, wal_retention_warn_bytes=100_000)
+    assert len(caplog.records) == 1 and "group=g: slot streambed_g retains" in caplog.records[0].getMessage()
+
+
 def test_slot_health_and_advance(source: Conn, ledger: Ledger, warehouse: str) -> None:
     source.execute("CREATE TABLE t (id int PRIMARY KEY)")
     group = make_group("t")
