@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import DeclarationError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -33,6 +38,32 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(handler=module.run)
     return parser
+
+
+def load_group(reference: str) -> RefreshGroup:
+    """The ``RefreshGroup`` named by ``path/to/file.py:variable`` or ``package.module:variable``.
+
+    Raises:
+        DeclarationError: the reference is malformed, cannot be imported or is not a ``RefreshGroup``.
+    """
+    location, _, variable = reference.rpartition(":")
+    if not location or not variable:
+        raise DeclarationError(f"group reference {reference!r}: use path/to/file.py:variable or module:variable")
+    try:
+        if location.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(location).stem, location)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {location}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(location)
+    except (ImportError, OSError) as error:
+        raise DeclarationError(f"group reference {reference!r} cannot be loaded: {error}") from error
+    group = getattr(module, variable, None)
+    if not isinstance(group, RefreshGroup):
+        raise DeclarationError(f"group reference {reference!r}: {variable!r} is not a RefreshGroup")
+    return group
 
 
 def main(argv: Sequence[str] | None = None) -> int:

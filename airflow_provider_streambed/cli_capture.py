@@ -8,7 +8,6 @@ ledger is an SQLite file in it unless ``--catalog-uri`` names another database.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -17,7 +16,7 @@ from pathlib import Path
 import psycopg
 
 from airflow_provider_streambed.capture.run import capture_run
-from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.cli import load_group
 from airflow_provider_streambed.exceptions import DeclarationError, StreambedError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
@@ -30,30 +29,12 @@ LEDGER_FILE = "streambed-ledger.db"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``capture`` arguments."""
-    parser.add_argument("--group", required=True, help="the RefreshGroup as 'package.module:attribute'")
+    parser.add_argument("--group", required=True, help="the declaration: file.py:variable or package.module:variable")
     parser.add_argument("--dsn", default=None, help="source libpq DSN (default: $STREAMBED_SOURCE_DSN)")
     parser.add_argument("--out", required=True, help="warehouse directory or URI")
     parser.add_argument("--catalog-uri", default=None, help="SQLAlchemy URI of the ledger database")
     parser.add_argument("--run-key", default=None, help="run key (default: a new one per call)")
     parser.add_argument("--watermark", default=None, help="explicit W as 'X/Y'")
-
-
-def load_group(path: str) -> RefreshGroup:
-    """Import ``module:attribute`` and return it if it is a RefreshGroup.
-
-    Raises:
-        DeclarationError: the path does not name a RefreshGroup.
-    """
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise DeclarationError(f"--group {path!r} must look like 'package.module:attribute'")
-    try:
-        group = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise DeclarationError(f"--group {path!r} cannot be loaded: {error}") from error
-    if not isinstance(group, RefreshGroup):
-        raise DeclarationError(f"--group {path!r} is a {type(group).__name__}, not a RefreshGroup")
-    return group
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,15 +8,12 @@ command line, where other users of the machine could read it.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import logging
 import os
-from pathlib import Path
 
-from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import DeclarationError, StreambedError
+from airflow_provider_streambed.cli import load_group
+from airflow_provider_streambed.exceptions import StreambedError
 from airflow_provider_streambed.lsn import Lsn
 
 logger = logging.getLogger(__name__)
@@ -36,29 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watermark", default=None, help="pin this W explicitly, e.g. 0/16B3748")
     parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
     parser.add_argument("--json", action="store_true", help="print the cut as JSON")
-
-
-def load_group(reference: str) -> RefreshGroup:
-    """The ``RefreshGroup`` named by ``file.py:variable`` or ``module:variable``.
-
-    Raises:
-        DeclarationError: the reference is malformed or does not name a ``RefreshGroup``.
-    """
-    location, _, variable = reference.rpartition(":")
-    if not location or not variable:
-        raise DeclarationError(f"group reference {reference!r}: use path/to/file.py:variable or module:variable")
-    if location.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(Path(location).stem, location)
-        if spec is None or spec.loader is None:
-            raise DeclarationError(f"group reference {reference!r}: cannot load {location}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(location)
-    group = getattr(module, variable, None)
-    if not isinstance(group, RefreshGroup):
-        raise DeclarationError(f"group reference {reference!r}: {variable!r} is not a RefreshGroup")
-    return group
 
 
 def run(args: argparse.Namespace) -> int:

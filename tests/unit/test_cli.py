@@ -1,0 +1,52 @@
+"""The command line's group references and subcommand table (no services)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_streambed.cli import COMMANDS, build_parser, load_group
+from airflow_provider_streambed.exceptions import DeclarationError
+
+DECLARATION = """
+from airflow_provider_streambed import Mirror, RefreshGroup
+shop = RefreshGroup("shop", "src", "cat", "ns", [Mirror("public.orders")])
+not_a_group = 42
+"""
+
+
+def test_a_group_is_loaded_from_a_file_or_a_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "shop_dag.py").write_text(DECLARATION)
+    assert load_group(f"{tmp_path / 'shop_dag.py'}:shop").name == "shop"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_group("shop_dag:shop").members[0].name == "orders"
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("shop_dag", r"group reference 'shop_dag': use path/to/file.py:variable or module:variable"),
+        ("no_such_module_xyz:shop", r"group reference 'no_such_module_xyz:shop' cannot be loaded: No module named"),
+        ("missing.py:shop", r"group reference 'missing.py:shop' cannot be loaded"),
+        ("shop_dag:not_a_group", r"'not_a_group' is not a RefreshGroup"),
+        ("shop_dag:absent", r"'absent' is not a RefreshGroup"),
+    ],
+)
+def test_bad_references_name_what_is_wrong(
+    reference: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "shop_dag.py").write_text(DECLARATION)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DeclarationError, match=message):
+        load_group(reference)
+
+
+def test_every_subcommand_parses_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    for name in COMMANDS:
+        with pytest.raises(SystemExit) as done:
+            parser.parse_args([name, "--help"])
+        assert done.value.code == 0
+        assert f"usage: streambed {name}" in capsys.readouterr().out
