@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar
 
 from pyiceberg.avro.codecs import AVRO_CODEC_KEY, CODEC_MAPPING_ICEBERG_TO_AVRO
 from pyiceberg.avro.decoder import new_decoder
@@ -38,6 +38,7 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
+    ManifestListWriterV2,
     ManifestWriterV2,
     PartitionFieldSummary,
     _inherit_from_manifest,
@@ -46,6 +47,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import TableProperties
 from pyiceberg.typedef import StructProtocol
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
+
+D = TypeVar("D", bound=StructProtocol)
 
 _HEADER_READER = construct_reader(META_SCHEMA, {-1: AvroFileHeader})
 _HEADER_WRITER = construct_writer(META_SCHEMA)
@@ -98,25 +101,33 @@ def read_live_entries(io: FileIO, manifest: ManifestFile) -> list[ManifestEntry]
     ]
 
 
-class _EntryFormat(NamedTuple):
-    """How manifest entries of one partition type are written: schema, writer tree, header schema."""
+class _AvroFormat(NamedTuple):
+    """How records of one Avro file schema are written: the schema, its writer tree, its header text."""
 
     file_schema: Schema
+    schema_name: str
     writer: Writer
     avro_schema: str
 
+    @classmethod
+    def of(cls, file_schema: Schema, record_schema: Schema, schema_name: str) -> _AvroFormat:
+        """What pyiceberg's ``AvroOutputFile`` derives from these schemas on every file."""
+        avro_schema = AvroSchemaConversion().iceberg_to_avro(file_schema, schema_name=schema_name)
+        writer = resolve_writer(record_schema=record_schema, file_schema=file_schema)
+        return cls(file_schema, schema_name, writer, json.dumps(avro_schema))
 
-class _ReusedWriterAvroOutputFile(AvroOutputFile[ManifestEntry]):
-    """pyiceberg's ``AvroOutputFile`` with the writer tree and header schema text of an :class:`_EntryFormat`."""
 
-    def __init__(self, output_file: OutputFile, entry_format: _EntryFormat, metadata: dict[str, str]) -> None:
+class _ReusedFormatAvroOutputFile(AvroOutputFile[D]):
+    """pyiceberg's ``AvroOutputFile`` with the writer tree and header text of an :class:`_AvroFormat`."""
+
+    def __init__(self, output_file: OutputFile, avro_format: _AvroFormat, metadata: dict[str, str]) -> None:
         self.output_file = output_file
-        self.file_schema = entry_format.file_schema
-        self.schema_name = "manifest_entry"
+        self.file_schema = avro_format.file_schema
+        self.schema_name = avro_format.schema_name
         self.sync_bytes = os.urandom(SYNC_SIZE)
-        self.writer = entry_format.writer
+        self.writer = avro_format.writer
         self.metadata = metadata
-        self._avro_schema = entry_format.avro_schema
+        self._avro_schema = avro_format.avro_schema
 
     def _write_header(self) -> None:
         codec = self.metadata.get(AVRO_CODEC_KEY, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT)
@@ -126,16 +137,27 @@ class _ReusedWriterAvroOutputFile(AvroOutputFile[ManifestEntry]):
 
 
 class ReusedFormatManifestWriter(ManifestWriterV2):
-    """pyiceberg's format-version-2 manifest writer, with the entry format made once per partition type."""
+    """pyiceberg's format-version-2 manifest writer, with the Avro format made once per partition type."""
 
-    _formats: ClassVar[dict[str, _EntryFormat]] = {}
+    _formats: ClassVar[dict[str, _AvroFormat]] = {}
 
     def new_writer(self) -> AvroOutputFile[ManifestEntry]:
         key = repr(self._spec.partition_type(self._schema))
-        entry_format = self._formats.get(key)
-        if entry_format is None:
-            file_schema = self._with_partition(self.version)
-            writer = resolve_writer(record_schema=self._with_partition(DEFAULT_READ_VERSION), file_schema=file_schema)
-            avro_schema = AvroSchemaConversion().iceberg_to_avro(file_schema, schema_name="manifest_entry")
-            entry_format = self._formats.setdefault(key, _EntryFormat(file_schema, writer, json.dumps(avro_schema)))
-        return _ReusedWriterAvroOutputFile(self._output_file, entry_format, self._meta)
+        avro_format = self._formats.get(key)
+        if avro_format is None:
+            made = _AvroFormat.of(self._with_partition(2), self._with_partition(DEFAULT_READ_VERSION), "manifest_entry")
+            avro_format = self._formats.setdefault(key, made)
+        return _ReusedFormatAvroOutputFile[ManifestEntry](self._output_file, avro_format, self._meta)
+
+
+class ReusedFormatManifestListWriter(ManifestListWriterV2):
+    """pyiceberg's format-version-2 manifest list writer, with the Avro format made once per process."""
+
+    _format = _AvroFormat.of(
+        MANIFEST_LIST_FILE_SCHEMAS[2], MANIFEST_LIST_FILE_SCHEMAS[DEFAULT_READ_VERSION], "manifest_file"
+    )
+
+    def __enter__(self) -> ReusedFormatManifestListWriter:
+        self._writer = _ReusedFormatAvroOutputFile[ManifestFile](self._output_file, self._format, self._meta)
+        self._writer.__enter__()
+        return self

@@ -23,12 +23,18 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile, ManifestWriter
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import Transaction
-from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.snapshots import Operation
-from pyiceberg.table.update import SetSnapshotRefUpdate, UpdatesAndRequirements
-from pyiceberg.table.update.snapshot import _OverwriteFiles
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    SetSnapshotRefUpdate,
+    UpdatesAndRequirements,
+)
+from pyiceberg.table.update.snapshot import _new_manifest_list_file_name, _OverwriteFiles
 
 from airflow_provider_streambed.publish.manifests import (
+    ReusedFormatManifestListWriter,
     ReusedFormatManifestWriter,
     read_live_entries,
     read_manifest_list,
@@ -108,17 +114,44 @@ class ReplaceAll(_OverwriteFiles):
         return ReusedFormatManifestWriter(spec, self.schema(), output, self._snapshot_id, self._compression)
 
     def _commit(self) -> UpdatesAndRequirements:
-        """pyiceberg's snapshot and main-branch updates, plus the tag on the new snapshot.
+        """pyiceberg's ``_SnapshotProducer._commit`` on the main branch of a format-version-2 table, with
+        the reused-format manifest list writer, plus the tag on the new snapshot.
 
-        Staged here rather than with ``ManageSnapshots`` afterwards, which copies the table metadata
-        once more. The main-branch requirement (and, on the group path, the compare-and-swap on the
-        metadata location) already refuses any concurrent change of the table.
+        The tag is staged here rather than with ``ManageSnapshots`` afterwards, which copies the table
+        metadata once more. The main-branch requirement (and, on the group path, the compare-and-swap
+        on the metadata location) refuses any concurrent change of the table.
         """
-        updates, requirements = super()._commit()
         tag = SetSnapshotRefUpdate.model_validate(
             {"ref-name": self._tag, "type": SnapshotRefType.TAG, "snapshot-id": self._snapshot_id}
         )
-        return (*updates, tag), requirements
+        metadata = self._transaction.table_metadata
+        if metadata.format_version != 2:
+            updates, requirements = super()._commit()
+            return (*updates, tag), requirements
+        manifests = self._manifests()
+        sequence_number = metadata.next_sequence_number()
+        name = _new_manifest_list_file_name(snapshot_id=self._snapshot_id, attempt=0, commit_uuid=self.commit_uuid)
+        location = self._transaction._table.location_provider().new_metadata_location(name)
+        self._written_manifest_lists.append(location)
+        output = self._io.new_output(location)
+        with ReusedFormatManifestListWriter(
+            output, self._snapshot_id, self._parent_snapshot_id, sequence_number, self._compression
+        ) as writer:
+            writer.add_manifests(manifests)
+        snapshot = Snapshot.model_validate({
+            "snapshot-id": self._snapshot_id,
+            "parent-snapshot-id": self._parent_snapshot_id,
+            "manifest-list": location,
+            "sequence-number": sequence_number,
+            "summary": self._summary(self.snapshot_properties),
+            "schema-id": metadata.current_schema_id,
+        })
+        main = SetSnapshotRefUpdate.model_validate(
+            {"ref-name": MAIN_BRANCH, "type": SnapshotRefType.BRANCH, "snapshot-id": self._snapshot_id}
+        )
+        head = metadata.refs[MAIN_BRANCH].snapshot_id if MAIN_BRANCH in metadata.refs else None
+        unmoved = AssertRefSnapshotId.model_validate({"ref": MAIN_BRANCH, "snapshot-id": head})
+        return (AddSnapshotUpdate(snapshot=snapshot), main, tag), (unmoved,)
 
     def _refresh_for_retry(self) -> None:
         """No rebase onto a newer parent: a concurrent change of a member table is a conflict."""

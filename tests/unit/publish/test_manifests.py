@@ -8,10 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest
+from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest, write_manifest_list
 from pyiceberg.table import Table
 
 from airflow_provider_streambed.publish.manifests import (
+    ReusedFormatManifestListWriter,
     ReusedFormatManifestWriter,
     read_live_entries,
     read_manifest_list,
@@ -71,3 +72,23 @@ def test_written_manifest_reads_back_like_pyiceberg_s(tmp_path: Path) -> None:
 def _header(table: Table, path: str) -> dict[str, str]:
     with AvroFile[ManifestEntry](table.io.new_input(path)) as reader:
         return reader.header.meta
+
+
+def test_written_manifest_list_reads_back_like_pyiceberg_s(tmp_path: Path) -> None:
+    table = _table(tmp_path, "lists")
+    snapshot = table.current_snapshot()
+    assert snapshot is not None
+    manifests = list(snapshot.manifests(table.io))
+    locations = []
+    for name in ("ours", "theirs"):
+        location = f"{table.metadata.location}/metadata/{name}-list.avro"
+        output = table.io.new_output(location)
+        writer = (ReusedFormatManifestListWriter if name == "ours" else partial(write_manifest_list, 2))(
+            output, 7, snapshot.snapshot_id, 3, "deflate"
+        )
+        with writer:
+            writer.add_manifests(manifests)
+        locations.append(location)
+    ours, theirs = (read_manifest_list(table.io, location) for location in locations)
+    assert [repr(m) for m in ours] == [repr(m) for m in theirs]
+    assert _header(table, locations[0]) == _header(table, locations[1])
