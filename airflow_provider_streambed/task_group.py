@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator, Param, TaskGroup
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
-from airflow_provider_streambed.operators.capture import CaptureWatermarkOperator
+from airflow_provider_streambed.operators.capture import SUPERSEDE_PARAM, CaptureWatermarkOperator
 from airflow_provider_streambed.operators.publish import PublishCutOperator
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
 from airflow_provider_streambed.task_plan import PlannedTask, plan_tasks
@@ -39,13 +39,25 @@ def watermark_param() -> Param:
     )
 
 
+def supersede_param() -> Param:
+    """The trigger-form Param that abandons the group's pending run instead of failing on it."""
+    return Param(
+        False,
+        type="boolean",
+        title="Supersede a pending run",
+        description="When an earlier run of the group failed and was not retried, its pinned W blocks new runs. "
+        "Tick to abandon that run (it is never published) and let this run pin a new W.",
+    )
+
+
 class StreambedRefreshGroup(TaskGroup):
     """Run one refresh of a group: pin W and capture, refresh all members, publish the cut.
 
     Works inside ``@dag`` functions and ``with DAG(...)`` blocks. The run key is
     ``(dag_id, run_id)``, so retries and clears reuse the W pinned in the ledger. Runs of one
     group are serialised by the ledger: a second run's capture fails while another run of the
-    group is pinned and unpublished (``supersede_pending_runs=True`` abandons that run instead).
+    group is pinned and unpublished (the trigger-form Param ``supersede_pending_runs``, or
+    ``capture_options={"supersede_pending_runs": True}``, abandons that run instead).
     Use ``max_active_runs=1`` on the DAG.
 
     Args:
@@ -81,8 +93,9 @@ class StreambedRefreshGroup(TaskGroup):
             "refresh": {"spark_conn_id": spark_conn_id, "conf": spark_conf, **(spark_options or {})},
             "publish": dict(publish_options or {}),
         }
-        if WATERMARK_PARAM not in self.dag.params:
-            self.dag.params[WATERMARK_PARAM] = watermark_param()
+        for name, make_param in ((WATERMARK_PARAM, watermark_param), (SUPERSEDE_PARAM, supersede_param)):
+            if name not in self.dag.params:
+                self.dag.params[name] = make_param()
         tasks: dict[str, BaseOperator] = {}
         for planned in plan_tasks(group):
             tasks[planned.task_id] = self._make_task(planned, options[planned.kind])

@@ -13,6 +13,9 @@ from airflow_provider_streambed.operators.base import StreambedBaseOperator
 
 logger = logging.getLogger(__name__)
 
+#: The trigger-form Param that lets one run supersede the group's pending (failed, unpublished) run.
+SUPERSEDE_PARAM = "supersede_pending_runs"
+
 DOC_MD = """
 ### capture_watermark
 Pins this run's watermark **W** (`pg_current_wal_insert_lsn()`, held until flushed) in the run
@@ -21,7 +24,9 @@ group's replication slot up to W and stages the changes as Parquet changelogs (t
 copies every table instead). Transactions open longer than `holdback_warn_seconds` are reported
 (they are not in this cut). Nothing is consumed from the slot until the cut is published.
 
-Trigger with Param `watermark_lsn` (e.g. `0/16B3748`) to pin an explicit W.
+Trigger with Param `watermark_lsn` (e.g. `0/16B3748`) to pin an explicit W. While another run of
+the group is pinned and unpublished this task fails; trigger with Param `supersede_pending_runs`
+to abandon that run instead (its W is never published).
 """
 
 
@@ -40,7 +45,8 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         holdback_warn_seconds: report source transactions open longer than this.
         flush_timeout_seconds: how long to wait for the WAL to be flushed up to W.
         wal_retention_warn_bytes: warn when the group's slot retains more WAL than this (1 GiB).
-        supersede_pending_runs: abandon another unpublished run of the group instead of failing.
+        supersede_pending_runs: abandon another unpublished run of the group instead of failing
+            (also when the run was triggered with the Param ``supersede_pending_runs`` set).
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn", "pinned_watermark")
@@ -78,7 +84,8 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         if (done := self.already_published(ledger, run_key)) is not None:
             return done
         if ledger.get_run(self.group.name, run_key) is None:
-            claim_group(ledger, self.group.name, run_key, supersede=self.supersede_pending_runs)
+            supersede = self.supersede_pending_runs or bool(context["params"].get(SUPERSEDE_PARAM))
+            claim_group(ledger, self.group.name, run_key, supersede=supersede)
         with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
             result = capture_run(
                 conn,

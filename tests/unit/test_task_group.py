@@ -28,7 +28,7 @@ def _edges(the_dag: DAG) -> dict[str, set[str]]:
     return {task.task_id: set(task.upstream_task_ids) for task in the_dag.tasks}
 
 
-def test_classic_dag_gets_three_chained_tasks_and_the_param() -> None:
+def test_classic_dag_gets_three_chained_tasks_and_the_params() -> None:
     with DAG("classic", schedule=None, start_date=START) as the_dag:
         StreambedRefreshGroup(GROUP, spark_conn_id="spark_local")
     assert _edges(the_dag) == {
@@ -40,6 +40,7 @@ def test_classic_dag_gets_three_chained_tasks_and_the_param() -> None:
     assert the_dag.get_task("bank.refresh_group").spark_conn_id == "spark_local"
     assert "watermark_lsn" in the_dag.params
     assert the_dag.params["watermark_lsn"] is None
+    assert the_dag.params["supersede_pending_runs"] is False
 
 
 def test_decorated_dag_and_custom_group_id() -> None:
