@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Context
 
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run
+
+if TYPE_CHECKING:
+    from airflow_provider_streambed.staging import JobSpec
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +21,7 @@ Builds the job spec of this run from the ledger (the previous cut and this run's
 `spark_conn_id`: local, standalone, YARN or Kubernetes). The job computes all members in
 dependency order and stages each member's Parquet files with a manifest written last. A retry
 skips the members whose manifest exists for the same W: only failed members are recomputed.
+With `application_per_member`, one application per member still to compute, sources first.
 The spec and the command line carry paths, W and names only, never credentials.
 """
 
@@ -33,6 +37,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
         conf: Spark configuration (``--conf``); never put credentials here.
         packages, executor_cores, executor_memory, driver_memory, num_executors, env_vars,
         spark_binary: passed to ``SparkSubmitHook``.
+        application_per_member: submit one application per member (isolation on big clusters,
+            one JVM start each) instead of one for the whole run.
         catalog_conn_id: the catalog connection (default: the group's ``catalog_conn_id``).
     """
 
@@ -51,12 +57,14 @@ class RefreshGroupOperator(StreambedBaseOperator):
         num_executors: int | None = None,
         env_vars: dict[str, Any] | None = None,
         spark_binary: str | None = None,
+        application_per_member: bool = False,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("doc_md", DOC_MD)
         super().__init__(**kwargs)
         self.spark_conn_id = spark_conn_id
         self.conf = dict(conf or {})
+        self.application_per_member = application_per_member
         self.hook_options: dict[str, Any] = {
             "packages": packages,
             "executor_cores": executor_cores,
@@ -66,6 +74,22 @@ class RefreshGroupOperator(StreambedBaseOperator):
             "env_vars": env_vars,
             "spark_binary": spark_binary,
         }
+
+    def applications(self, spec: JobSpec) -> list[list[str]]:
+        """The member lists of the Spark applications to submit, in order.
+
+        One application for all members (``[[]]``), or with ``application_per_member`` one per
+        member still to compute, sources first (members already staged for W are not resubmitted).
+        """
+        from airflow_provider_streambed.refresh.staging_io import staged_manifest
+
+        if not self.application_per_member:
+            return [[]]
+        return [
+            [member.name]
+            for member in self.group.topological_members()
+            if staged_manifest(spec.staging_root, member.name, spec.watermark) is None
+        ]
 
     def check_spark_connection(self) -> None:
         """Refuse a missing Spark connection: ``SparkSubmitHook`` would quietly submit to YARN instead.
@@ -110,16 +134,17 @@ class RefreshGroupOperator(StreambedBaseOperator):
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key)
         spec_uri = write_job_spec(spec)
-        hook = SparkSubmitHook(
-            conn_id=self.spark_conn_id,
-            conf=self.conf,
-            name=f"streambed-{self.group.name}-cut-{spec.cut_number}",
-            application_args=job_arguments(spec_uri),
-            **self.hook_options,
-        )
-        logger.info("group=%s run=%s W=%s cut=%d: submitting the Spark job", self.group.name, run_key,
-                    spec.watermark, spec.cut_number)
-        hook.submit(job_application())
+        for members in self.applications(spec):
+            hook = SparkSubmitHook(
+                conn_id=self.spark_conn_id,
+                conf=self.conf,
+                name=f"streambed-{self.group.name}-cut-{spec.cut_number}" + (f"-{members[0]}" if members else ""),
+                application_args=job_arguments(spec_uri, members),
+                **self.hook_options,
+            )
+            logger.info("group=%s run=%s W=%s cut=%d: submitting the Spark job for %s", self.group.name, run_key,
+                        spec.watermark, spec.cut_number, ", ".join(members) or "all members")
+            hook.submit(job_application())
         manifests = collect_member_manifests(spec)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
