@@ -11,6 +11,10 @@ readers and snapshot expiry), and the parent's delete-file manifests, unchanged;
 drops data manifests without live files, as Iceberg's Java ``MergingSnapshotProducer`` does
 ("only keep manifests that have live data files or that were written by this commit"). Readers
 of the new snapshot see exactly the added files; older snapshots are untouched.
+
+It relies on pyiceberg 0.12 internals: ``_OverwriteFiles`` and, in :meth:`ReplaceAll._commit` (a
+copy of ``_SnapshotProducer._commit`` for format-version-2 tables), ``_new_manifest_list_file_name``,
+``_summary``, ``_written_manifest_lists`` and the producer's attributes; see also :mod:`.manifests`.
 """
 
 from __future__ import annotations
