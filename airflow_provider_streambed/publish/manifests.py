@@ -63,7 +63,7 @@ class _ReusedReaderAvroFile(AvroFile[StructProtocol]):
         with self.input_file.open() as stream:
             self.decoder = new_decoder(stream.read())
         self.header = self._read_header()
-        key = (self.header.meta[_SCHEMA_KEY], id(self.read_schema))
+        key = (self.header.meta[_SCHEMA_KEY], id(self.read_schema))  # read schemas are pyiceberg constants
         reader = self._readers.get(key)
         if reader is None:
             self.schema = self.header.get_schema()
