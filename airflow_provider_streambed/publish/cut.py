@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -162,12 +163,12 @@ def publish_cut(
         WATERMARK_PROPERTY: str(watermark),
         RUN_KEY_PROPERTY: run_key,
     }
+    draft = _Draft(group, run_key, watermark, cut_id, last, manifests, properties)
     try:
         if group.atomicity == "group" and isinstance(catalog, SqlCatalog):
-            record = _publish_group(catalog, ledger, group, run_key, watermark, last, manifests, properties,
-                                    before_commit)
+            record = _publish_group(catalog, ledger, draft, before_commit)
         else:
-            record = _publish_per_table(catalog, ledger, group, run_key, watermark, last, manifests, properties)
+            record = _publish_per_table(catalog, ledger, draft)
     except PublishConflictError:
         if (found := ledger.cut_for_run(group.name, run_key)) is None:
             raise
@@ -180,41 +181,49 @@ def publish_cut(
     return record
 
 
+@dataclass(frozen=True)
+class _Draft:
+    """The cut a run is about to publish: its number, W, snapshot properties and staged outputs."""
+
+    group: RefreshGroup
+    run_key: str
+    watermark: Lsn
+    cut_id: int
+    last: CutRecord | None
+    manifests: Mapping[str, MemberManifest]
+    properties: dict[str, str]
+
+
 def _publish_group(
-    catalog: SqlCatalog,
-    ledger: Ledger,
-    group: RefreshGroup,
-    run_key: str,
-    watermark: Lsn,
-    last: CutRecord | None,
-    manifests: Mapping[str, MemberManifest],
-    properties: dict[str, str],
-    before_commit: BeforeCommit | None,
+    catalog: SqlCatalog, ledger: Ledger, draft: _Draft, before_commit: BeforeCommit | None
 ) -> CutRecord:
-    cut_id = 1 if last is None else last.cut_id + 1
+    """Atomic publish: every member pointer and the ledger rows in one catalog transaction."""
+    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     if ledger.engine.url.render_as_string(hide_password=False) != catalog.engine.url.render_as_string(
         hide_password=False
     ):
         raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
     warehouse = warehouse_of(catalog)
     plans = plan_members(catalog, group.namespace, manifests, current_pointers(catalog, group.namespace, manifests))
-    check_unchanged(group.name, plans, last)
+    check_unchanged(group.name, plans, draft.last)
     files = {name: move_staged_files(plans[name], manifests[name].files, run_key) for name in plans}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
-    tag = cut_tag(group.name, cut_id)
+    tag = cut_tag(group.name, draft.cut_id)
     try:
         parallel(
-            lambda p: build_member(p, files[p.member], properties, tag, attempt.commit_uuid), plans.values(), warehouse
+            lambda p: build_member(p, files[p.member], draft.properties, tag, attempt.commit_uuid), plans.values(),
+            warehouse,
         )
-        record = commit_group(catalog, ledger, group.name, run_key, watermark, cut_id, plans, before_commit)
+        record = commit_group(catalog, ledger, group.name, run_key, draft.watermark, draft.cut_id, plans,
+                              before_commit)
     except AlreadyPublished as found:
         abandon(catalog, warehouse, attempt)
         return found.record
     except IntegrityError as error:
         abandon(catalog, warehouse, attempt)
         raise PublishConflictError(
-            f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={watermark} meanwhile; "
-            "nothing was published"
+            f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={draft.watermark} "
+            "meanwhile; nothing was published"
         ) from error
     except BaseException:
         abandon(catalog, warehouse, attempt)
@@ -223,18 +232,9 @@ def _publish_group(
     return record
 
 
-def _publish_per_table(
-    catalog: Catalog,
-    ledger: Ledger,
-    group: RefreshGroup,
-    run_key: str,
-    watermark: Lsn,
-    last: CutRecord | None,
-    manifests: Mapping[str, MemberManifest],
-    properties: dict[str, str],
-) -> CutRecord:
+def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: _Draft) -> CutRecord:
     """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
-    cut_id = 1 if last is None else last.cut_id + 1
+    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
     pointers = {}
     for name in manifests:
@@ -243,18 +243,18 @@ def _publish_per_table(
         except NoSuchTableError:
             continue
     plans = plan_members(catalog, group.namespace, manifests, pointers)
-    check_unchanged(group.name, plans, last)
-    tag = cut_tag(group.name, cut_id)
+    check_unchanged(group.name, plans, draft.last)
+    tag = cut_tag(group.name, draft.cut_id)
     for plan in plans.values():
         files = move_staged_files(plan, manifests[plan.member].files, run_key)
         if plan.base_location is None:
             transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
         else:
             transaction = plan.table.transaction()
-        plan.snapshot_id = stage_cut_updates(transaction, files, properties, tag, None)
+        plan.snapshot_id = stage_cut_updates(transaction, files, draft.properties, tag, None)
         plan.new_location = transaction.commit_transaction().metadata_location
     with ledger.begin() as connection:
-        return record_cut(ledger, connection, group.name, run_key, watermark, cut_id, plans)
+        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, plans)
 
 
 def _clean_up(catalog: Catalog, ledger: Ledger, group: str, run_key: str, record: CutRecord, retention: float) -> None:
