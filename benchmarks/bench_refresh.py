@@ -26,16 +26,8 @@ import pyarrow.parquet as pq
 from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
-from airflow_provider_streambed.staging import (
-    CAPTURE_DIR,
-    CaptureManifest,
-    JobSpec,
-    MemberManifest,
-    TableCapture,
-    capture_manifest_uri,
-    staging_root,
-    write_json,
-)
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, TableCapture
+from tests.integration.refresh.jobs import capture_dir, stage_spec
 
 logger = logging.getLogger(__name__)
 
@@ -61,43 +53,20 @@ def changelog(ids: np.ndarray, lsn: int, ops: str | np.ndarray, seed: int) -> pa
     )
 
 
-def stage_capture(
-    warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table, watermark: int, bootstrap: bool
-) -> str:
-    """Write the mirror's changelog and the capture manifest of a run; return the manifest URI."""
-    root = staging_root(warehouse.as_uri(), group.name, run_key)
-    directory = warehouse / "_streambed" / group.name / run_key / CAPTURE_DIR / "facts"
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(rows, directory / "segment-0000.parquet")
-    capture = TableCapture(
-        "facts",
-        "public.facts",
-        COLUMNS,
-        ("id",),
-        ((directory / "segment-0000.parquet").as_uri(),),
-        len(rows),
-        bootstrap,
-    )
-    manifest = CaptureManifest(group.name, run_key, Lsn(watermark), Lsn(0), 1, (capture,))
-    write_json(capture_manifest_uri(root), manifest.to_dict())
-    return capture_manifest_uri(root)
-
-
 def make_spec(
     warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table, watermark: int, previous: MemberManifest | None
 ) -> JobSpec:
-    """A job spec over a staged changelog, on top of ``previous`` (the mirror's previous output)."""
-    manifest_uri = stage_capture(warehouse, group, run_key, rows, watermark, previous is None)
-    return JobSpec(
-        group=group.to_dict(),
-        run_key=run_key,
-        watermark=Lsn(watermark),
+    """A job spec over a staged changelog ``rows`` of ``facts``, on top of ``previous`` (its last output)."""
+    directory = capture_dir(warehouse, group, run_key, "facts")
+    directory.mkdir(parents=True, exist_ok=True)
+    segment = directory / "segment-0000.parquet"
+    pq.write_table(rows, segment)
+    capture = TableCapture("facts", "public.facts", COLUMNS, ("id",), (segment.as_uri(),), len(rows), previous is None)
+    return stage_spec(
+        warehouse, group, run_key, Lsn(watermark), [capture],
+        previous=None if previous is None else {"facts": previous},
         prev_watermark=None if previous is None else previous.watermark,
         cut_number=1 if previous is None else 2,
-        staging_root=staging_root(warehouse.as_uri(), group.name, run_key),
-        capture_manifest=manifest_uri,
-        previous_files={} if previous is None else {"facts": previous.files},
-        previous_key_columns={} if previous is None else {"facts": ("id",)},
     )
 
 
