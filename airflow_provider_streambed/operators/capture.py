@@ -13,6 +13,9 @@ from airflow_provider_streambed.operators.base import StreambedBaseOperator
 
 logger = logging.getLogger(__name__)
 
+#: Figures of the capture summary sent as Airflow gauges ``streambed.<group>.<figure>``.
+METRIC_FIGURES = ("holdback_count", "holdback_oldest_age_seconds", "transactions", "changes")
+
 #: The trigger-form Param that lets one run supersede the group's pending (failed, unpublished) run.
 SUPERSEDE_PARAM = "supersede_pending_runs"
 
@@ -99,7 +102,21 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 wal_retention_warn_bytes=self.wal_retention_warn_bytes,
             )
         confirm_claim(ledger, self.group.name, run_key)
+        emit_metrics(self.group.name, result.summary())
         self.show(watermark=result.watermark)
         logger.info("group=%s run=%s W=%s: captured (bootstrap=%s)", self.group.name, run_key, result.watermark,
                     result.bootstrap)
         return {"run_key": run_key, **result.summary()}
+
+
+def emit_metrics(group: str, summary: dict[str, Any]) -> None:
+    """Send the capture's holdback and volume figures to Airflow's metrics backend (StatsD, OTel...).
+
+    Gauges ``streambed.<group>.holdback_count``, ``...holdback_oldest_age_seconds``,
+    ``...transactions`` and ``...changes``, tagged ``group`` where the backend takes tags; a no-op
+    when Airflow has no metrics backend configured.
+    """
+    from airflow.sdk.observability.stats import gauge
+
+    for figure in METRIC_FIGURES:
+        gauge(f"streambed.{group}.{figure}", summary[figure], tags={"group": group})
