@@ -16,16 +16,13 @@ import datetime as dt
 import json
 import logging
 import os
-import random
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-import psycopg
-
+from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, Writer, cut_problems, load_bank
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh.plan import LOCAL_CONF
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
@@ -38,53 +35,9 @@ BIN = Path(sys.executable).parent
 DAG_ID = "streambed_bank"
 GROUP = "bank"
 RUNS = 3
-ACCOUNTS = 20
-INITIAL_BALANCE = 1000
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-SCHEMA = f"""
-CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
-CREATE TABLE transfers (id bigserial PRIMARY KEY, src int NOT NULL, dst int NOT NULL, amount bigint NOT NULL);
-INSERT INTO accounts SELECT g, {INITIAL_BALANCE} FROM generate_series(1, {ACCOUNTS}) g;
-"""
 #: Spark settings for the demo's ``local[2]`` jobs (``spark-defaults.conf``): the example DAG sets none.
 SPARK_DEFAULTS = {**LOCAL_CONF, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-
-
-class Writer(threading.Thread):
-    """Moves money between random accounts until stopped; ``journal`` holds every committed transfer id."""
-
-    def __init__(self, dsn: str) -> None:
-        super().__init__(daemon=True)
-        self.dsn = dsn
-        self.journal: list[int] = []
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        """Debit, credit and journal row in one transaction, every few milliseconds."""
-        rng = random.Random(7)
-        try:
-            with psycopg.connect(self.dsn) as conn:
-                while not self.stopping.is_set():
-                    src, dst = rng.sample(range(1, ACCOUNTS + 1), 2)
-                    amount = rng.randint(1, 50)
-                    with conn.transaction():
-                        conn.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s", (amount, src))
-                        conn.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, dst))
-                        row = conn.execute("INSERT INTO transfers (src, dst, amount) VALUES (%s, %s, %s) "
-                                           "RETURNING id", (src, dst, amount)).fetchone()
-                    self.journal.append(int(row[0]) if row else -1)
-                    self.stopping.wait(0.005)
-        except BaseException as error:  # reported by stop()
-            self.error = error
-
-    def stop(self) -> set[int]:
-        """Stop and return the journal; raises the writer's error if it had one."""
-        self.stopping.set()
-        self.join(30)
-        if self.error is not None:
-            raise RuntimeError(f"the writer failed: {self.error}") from self.error
-        return set(self.journal)
 
 
 def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str]) -> dict[str, str]:
@@ -123,34 +76,6 @@ def run_logged(command: list[str], env: dict[str, str], log_name: str) -> tuple[
     return code, time.perf_counter() - started
 
 
-def check_cut(cut: Cut, journal: set[int], before: set[int]) -> tuple[list[str], set[int], int]:
-    """The bank invariant on one cut: (problems, its transfer ids, its total money)."""
-    accounts = {row["id"]: row["balance"] for row in cut.to_arrow("accounts").to_pylist()}
-    transfers = cut.to_arrow("transfers").to_pylist()
-    ids = [row["id"] for row in transfers]
-    problems = []
-    total = sum(accounts.values())
-    if len(accounts) != ACCOUNTS or total != ACCOUNTS * INITIAL_BALANCE:
-        problems.append(f"total money {total} over {len(accounts)} accounts, expected {ACCOUNTS * INITIAL_BALANCE}")
-    if len(ids) != len(set(ids)):
-        problems.append("a transfer appears twice")
-    if not set(ids) <= journal:
-        problems.append(f"transfers never committed: {sorted(set(ids) - journal)[:5]}")
-    if not before <= set(ids):
-        problems.append(f"transfers of the previous cut lost: {sorted(before - set(ids))[:5]}")
-    net = dict.fromkeys(accounts, 0)
-    for row in transfers:
-        net[row["src"]] = net.get(row["src"], 0) - row["amount"]
-        net[row["dst"]] = net.get(row["dst"], 0) + row["amount"]
-    wrong = [account for account, balance in accounts.items() if balance != INITIAL_BALANCE + net[account]]
-    if wrong:
-        problems.append(f"balances inconsistent with the transfers for accounts {wrong[:5]}")
-    balances = {row["id"]: (row["balance"], row["net_transfers"]) for row in cut.to_arrow("balances").to_pylist()}
-    if balances != {account: (accounts[account], net[account]) for account in accounts}:
-        problems.append("the balances member disagrees with the mirrored tables")
-    return problems, set(ids), total
-
-
 def check_cuts(catalog: dict[str, str], journal: set[int]) -> bool:
     """Print OK/FAIL per cut; True when there are RUNS cuts with increasing W and all pass."""
     cuts = CutReader(catalog, GROUP).list()
@@ -160,7 +85,10 @@ def check_cuts(catalog: dict[str, str], journal: set[int]) -> bool:
     before: set[int] = set()
     previous: Cut | None = None
     for cut in cuts:
-        problems, ids, total = check_cut(cut, journal, before)
+        problems, ids = cut_problems(cut, journal)
+        if not before <= ids:
+            problems.append(f"transfers of the previous cut lost: {sorted(before - ids)[:5]}")
+        total = sum(cut.to_arrow("accounts")["balance"].to_pylist())
         if previous is not None and not cut.watermark > previous.watermark:
             problems.append(f"W {cut.watermark} is not after the previous cut's W {previous.watermark}")
         status = "OK  " if not problems else "FAIL"
@@ -175,8 +103,7 @@ def run_demo(cluster: ThrowawayCluster) -> bool:
     """Everything after the cluster started; True when every run and check passed."""
     dbname = cluster.create_database("bank")
     dsn = cluster.dsn(dbname)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(SCHEMA)
+    load_bank(dsn)
     print(f"bank schema loaded: {ACCOUNTS} accounts x {INITIAL_BALANCE}, database {dbname!r} on port {cluster.port}")
     catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
     env = airflow_env(cluster, dbname, catalog)

@@ -11,8 +11,8 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember, StreambedRefreshGroup
+from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, load_bank, move_money
 from airflow_provider_streambed.read import CutReader
-from tests.integration.airflow.bank import ACCOUNTS, INITIAL_BALANCE, load_bank, move_money
 from tests.integration.airflow.conftest import spark_kwargs, sync_dags
 
 pytestmark = pytest.mark.slow

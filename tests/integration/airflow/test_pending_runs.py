@@ -12,9 +12,9 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, RefreshGroup, StreambedRefreshGroup
+from airflow_provider_streambed.examples.bank import load_bank
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.run_key import make_run_key
-from tests.integration.airflow.bank import load_bank
 from tests.integration.airflow.conftest import sync_dags
 
 pytestmark = pytest.mark.slow

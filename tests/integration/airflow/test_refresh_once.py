@@ -9,9 +9,10 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.cli import main
+from airflow_provider_streambed.examples.bank import load_bank, move_money
 from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.read import CutReader
-from tests.integration.airflow.bank import check_cut, load_bank, move_money
+from tests.integration.airflow.bank import check_cut
 
 pytestmark = pytest.mark.slow
 DAGS = Path(__file__).resolve().parents[3] / "dags"
