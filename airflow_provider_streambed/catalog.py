@@ -14,6 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.ledger import Ledger
 
 DEFAULT_CATALOG_NAME = "streambed"
 
@@ -43,6 +44,12 @@ def open_catalog(properties: Mapping[str, str]) -> Catalog:
 def warehouse_of(catalog: Catalog) -> str:
     """The catalog's warehouse URI (where member tables and staging live)."""
     return str(catalog.properties["warehouse"]).rstrip("/")
+
+
+def ledger_of(catalog: Catalog) -> Ledger:
+    """The run ledger in the catalog's database: a SQL catalog's own engine, else its ``uri``."""
+    engine = getattr(catalog, "engine", None)
+    return Ledger(engine if engine is not None else catalog.properties["uri"])
 
 
 def supports_group_commit(catalog: Catalog) -> bool:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from airflow_provider_streambed.catalog import open_catalog, warehouse_of
+from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.ledger import CutRecord
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.runs import claim_group, confirm_claim
@@ -78,7 +78,7 @@ def refresh_once(
     times = times if times is not None else StepTimes()
     run_key = run_key or make_run_key("local", dt.datetime.now(dt.UTC).isoformat())
     catalog = open_catalog(catalog_properties)
-    ledger = Ledger(getattr(catalog, "engine", None) or catalog_properties["uri"])
+    ledger = ledger_of(catalog)
     ledger.create()
     if (published := ledger.cut_for_run(group.name, run_key)) is not None:
         logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)

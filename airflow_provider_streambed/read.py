@@ -18,7 +18,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import StaticTable
 
-from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
+from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, PublishError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
@@ -175,7 +175,7 @@ class CutReader:
         if ledger is None:
             if not isinstance(self.catalog, SqlCatalog):
                 raise PublishError(f"group {self.group!r}: pass the ledger; catalog {self.catalog.name!r} has none")
-            ledger = Ledger(self.catalog.engine)
+            ledger = ledger_of(self.catalog)
         self.ledger = ledger
 
     def latest(self) -> Cut:

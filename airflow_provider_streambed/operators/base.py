@@ -43,11 +43,11 @@ class StreambedBaseOperator(BaseOperator):
 
     def open_catalog(self) -> tuple[Catalog, Ledger]:
         """The catalog of ``catalog_conn_id`` and the ledger in its database."""
+        from airflow_provider_streambed.catalog import ledger_of
         from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
 
         catalog = StreambedCatalogHook(self.catalog_conn_id).get_conn()
-        engine = getattr(catalog, "engine", None)
-        ledger = Ledger(engine if engine is not None else catalog.properties["uri"])
+        ledger = ledger_of(catalog)
         ledger.create()
         return catalog, ledger
 
