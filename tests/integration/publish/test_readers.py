@@ -83,14 +83,20 @@ def test_a_held_cut_keeps_its_snapshots_and_lookups_by_lsn(catalog: SqlCatalog, 
     assert held.verify() == []
 
 
-def test_duckdb_reads_a_cut_like_pyiceberg(sqlite_props: dict[str, str]) -> None:
+@pytest.fixture
+def two_cuts(sqlite_props: dict[str, str]) -> SqlCatalog:
+    """An SQLite catalog with cuts 1 and 2 of the bank group published."""
     catalog = open_catalog(sqlite_props)
     assert isinstance(catalog, SqlCatalog)
     ledger = Ledger(catalog.engine)
     ledger.create()
     for version in (1, 2):
         _publish(catalog, ledger, version)
-    reader = CutReader(catalog, "bank")
+    return catalog
+
+
+def test_duckdb_reads_a_cut_like_pyiceberg(two_cuts: SqlCatalog) -> None:
+    reader = CutReader(two_cuts, "bank")
     for cut in (reader.get(1), reader.latest()):
         con = cut.to_duckdb(duckdb.connect())
         for member in ("accounts", "totals"):
@@ -106,14 +112,8 @@ def spark() -> Iterator[SparkSession]:
     yield local_spark_session("streambed-publish-tests")
 
 
-def test_spark_temp_views_read_a_cut(sqlite_props: dict[str, str], spark: SparkSession) -> None:
-    catalog = open_catalog(sqlite_props)
-    assert isinstance(catalog, SqlCatalog)
-    ledger = Ledger(catalog.engine)
-    ledger.create()
-    for version in (1, 2):
-        _publish(catalog, ledger, version)
-    cut = CutReader(catalog, "bank").get(1)
+def test_spark_temp_views_read_a_cut(two_cuts: SqlCatalog, spark: SparkSession) -> None:
+    cut = CutReader(two_cuts, "bank").get(1)
     cut.to_spark(spark)
     row = spark.sql("select sum(a.balance) as s, max(t.total) as t from accounts a cross join totals t").first()
     assert row is not None and row["s"] == row["t"] == cut.to_arrow("totals").column("total")[0].as_py()
