@@ -26,6 +26,7 @@ from airflow_provider_streambed.capture.slot import (
     check_slot,
     create_slot_with_snapshot,
     drop_slot,
+    warn_retention,
 )
 from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, ensure_source, slot_exists
 from airflow_provider_streambed.capture.watermark import pin_watermark
@@ -193,7 +194,9 @@ def capture_run(
             advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
         added = [table for member, table in tables.items() if member not in last.members]
         copies = _added_copies(conn, group, added, capture_dir)
-    start = check_slot(conn, group, retained_warn_bytes=wal_retention_warn_bytes).confirmed_flush
+    status = check_slot(conn, group)
+    warn_retention(group, status, wal_retention_warn_bytes)
+    start = status.confirmed_flush
     holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
     watermark = pin_watermark(
         conn, ledger, group, run_key, explicit_watermark=explicit_watermark,

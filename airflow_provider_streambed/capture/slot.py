@@ -52,10 +52,8 @@ class SlotStatus:
 DEFAULT_RETAINED_WARN_BYTES = 1 << 30
 
 
-def check_slot(
-    conn: psycopg.Connection[Any], group: RefreshGroup, *, retained_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES
-) -> SlotStatus:
-    """Check the group's slot exists, is idle and has not lost WAL; warn when it retains much WAL.
+def check_slot(conn: psycopg.Connection[Any], group: RefreshGroup) -> SlotStatus:
+    """Check the group's slot exists, is idle and has not lost WAL (:func:`warn_retention` reads its WAL figures).
 
     Raises:
         SlotError: the slot is missing, in use by another session, lost, or decodes two-phase.
@@ -74,12 +72,16 @@ def check_slot(
         )
     if two_phase:
         raise SlotError(f"group {group.name!r}: slot {name!r} was created with two_phase; drop it and re-bootstrap")
-    if retained is not None and retained > retained_warn_bytes:
+    return SlotStatus(Lsn.parse(confirmed), Lsn.parse(restart), int(retained or 0), safe_size)
+
+
+def warn_retention(group: RefreshGroup, status: SlotStatus, threshold_bytes: int) -> None:
+    """Log a warning when the group's slot retains more than ``threshold_bytes`` of WAL."""
+    if status.retained_bytes > threshold_bytes:
         logger.warning(
             "group=%s: slot %s retains %d bytes of WAL (safe_wal_size=%s); publish cuts to release it",
-            group.name, name, retained, safe_size,
+            group.name, slot_name(group), status.retained_bytes, status.safe_wal_size,
         )
-    return SlotStatus(Lsn.parse(confirmed), Lsn.parse(restart), int(retained or 0), safe_size)
 
 
 def advance_slot(conn: psycopg.Connection[Any], group: RefreshGroup, watermark: Lsn) -> None:
