@@ -19,6 +19,10 @@ class LedgerError(StreambedError):
     """The run ledger is missing, inconsistent or refused a write."""
 
 
+class GroupBusyError(LedgerError):
+    """Another run of the group holds a pinned, unpublished watermark."""
+
+
 class WatermarkError(StreambedError):
     """A watermark cannot be pinned or an explicit watermark is out of range."""
 

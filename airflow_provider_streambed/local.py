@@ -18,9 +18,9 @@ import psycopg
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutRecord
+from airflow_provider_streambed.ledger.runs import claim_group, confirm_claim
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.run_key import make_run_key
-from airflow_provider_streambed.runs import claim_group, confirm_claim
 
 logger = logging.getLogger(__name__)
 

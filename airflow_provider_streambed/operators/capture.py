@@ -79,7 +79,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         from airflow_provider_streambed.capture.run import capture_run
         from airflow_provider_streambed.catalog import warehouse_of
         from airflow_provider_streambed.hooks.source import StreambedSourceHook
-        from airflow_provider_streambed.runs import claim_group, confirm_claim
+        from airflow_provider_streambed.ledger.runs import claim_group, confirm_claim
 
         run_key = self.run_key(context)
         explicit = Lsn.parse(self.watermark_lsn.strip()) if self.watermark_lsn.strip() not in ("", "None") else None

@@ -1,7 +1,7 @@
 """Capture fault from DESIGN section 8: a PostgreSQL restart between pin and extraction.
 
 (A duplicate trigger, a second run of the group while one is pending, is refused or supersedes
-it: ``tests/unit/test_runs.py`` and ``tests/integration/test_ledger.py``.)
+it: ``tests/unit/ledger/test_runs.py`` and ``tests/integration/test_ledger.py``.)
 
 The truth is a journal table: every transaction the test commits writes its xid there, so an
 aborted transaction (killed by the restart) leaves none. The WAL insert position read after the

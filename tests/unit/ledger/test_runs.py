@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_streambed.exceptions import GroupBusyError
 from airflow_provider_streambed.ledger import Ledger, RunState
+from airflow_provider_streambed.ledger.runs import claim_group, confirm_claim, pending_runs
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.runs import GroupBusyError, claim_group, confirm_claim, pending_runs
 
 
 @pytest.fixture
