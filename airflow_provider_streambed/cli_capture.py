@@ -19,6 +19,7 @@ from airflow_provider_streambed.capture.run import capture_run
 from airflow_provider_streambed.cli import load_group
 from airflow_provider_streambed.exceptions import DeclarationError, StreambedError
 from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.run_key import make_run_key
 
@@ -63,5 +64,8 @@ def run(args: argparse.Namespace) -> int:
     except psycopg.OperationalError as error:
         logger.error("cannot connect to the source database: %s", error.diag.message_primary or type(error).__name__)
         return 1
-    print(json.dumps({**result.summary(), "manifest": result.manifest_uri}, indent=1))
+    if isinstance(result, UnchangedRun):
+        print(json.dumps(result.summary(), indent=1))
+    else:
+        print(json.dumps({**result.summary(), "outcome": "captured", "manifest": result.manifest_uri}, indent=1))
     return 0

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         group = load_group(args.group)
-        cut = refresh_once(
+        result = refresh_once(
             group,
             source_dsn=dsn,
             catalog_properties={"uri": args.catalog_uri, "warehouse": args.warehouse},
@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     except StreambedError as error:
         print(f"error: {error}")
         return 1
-    facts = {"group": cut.group, "cut_id": cut.cut_id, "watermark": str(cut.watermark), "run_key": cut.run_key,
+    cut = result.cut
+    facts = {"group": cut.group, "outcome": str(result.outcome), "cut_id": cut.cut_id,
+             "watermark": str(cut.watermark), "run_key": result.run_key, "checked_at": result.checked_at.isoformat(),
              "members": sorted(cut.members)}
-    print(json.dumps(facts, indent=1) if args.json else
-          f"group {cut.group}: published cut {cut.cut_id} at W={cut.watermark} (run {cut.run_key})")
+    print(json.dumps(facts, indent=1) if args.json else result.message())
     return 0

@@ -2,13 +2,40 @@
 
 Every failure of the engine is a subclass of :class:`StreambedError`, so callers catch as
 narrowly as they need. Messages name the group, member, table, watermark or cut involved.
+
+Each error is of one of two kinds (``retryable``), which decides what happens to the run:
+
+- *retryable* (the default): something outside was down, a process died, or a member's code
+  failed and the user may fix it. The run keeps its pinned W and its claim on the group, and a
+  retry (or a cleared task) resumes it. When Airflow will not retry it any more, the run is
+  marked failed and the group's next run takes over.
+- *final* (:class:`FinalError`): no retry of this run can ever succeed. The run is marked failed
+  at once and frees the group; in Airflow the task fails without using its retries.
+
+Errors that are not :class:`StreambedError` (a driver's, Spark's) count as retryable.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class StreambedError(Exception):
     """Base class of every error raised by this package."""
+
+    #: Whether a retry of the same run can succeed (see the module docstring).
+    retryable: ClassVar[bool] = True
+
+
+class FinalError(StreambedError):
+    """No retry of this run can succeed: the run is marked failed and frees its group."""
+
+    retryable = False
+
+
+def is_final(error: BaseException) -> bool:
+    """Whether ``error`` is final for the run it interrupted (see the module docstring)."""
+    return isinstance(error, StreambedError) and not error.retryable
 
 
 class DeclarationError(StreambedError, ValueError):
@@ -23,8 +50,16 @@ class GroupBusyError(LedgerError):
     """Another run of the group holds a pinned, unpublished watermark."""
 
 
+class RunSupersededError(LedgerError, FinalError):
+    """The run was superseded or replaced by another run of its group and can never publish."""
+
+
 class WatermarkError(StreambedError):
-    """A watermark cannot be pinned or an explicit watermark is out of range."""
+    """A watermark cannot be pinned (e.g. the WAL flush wait timed out)."""
+
+
+class InvalidWatermarkError(WatermarkError, FinalError):
+    """The run's W can never make a cut: behind the slot, not after the last cut, or a bad explicit W."""
 
 
 class SourceError(StreambedError):

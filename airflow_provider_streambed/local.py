@@ -14,11 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psycopg
+from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.ledger import CutRecord
-from airflow_provider_streambed.ledger.runs import claim_group, confirm_claim
+from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
+from airflow_provider_streambed.ledger.runs import (
+    UnchangedRun,
+    admit_run,
+    confirm_claim,
+    settle_failure,
+    unchanged_message,
+)
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.run_key import make_run_key
 
@@ -34,6 +41,31 @@ class StepTimes:
     publish: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of one :func:`refresh_once` run.
+
+    Attributes:
+        outcome: ``RunState.PUBLISHED`` (a new cut) or ``RunState.UNCHANGED`` (W equals the last
+            cut's W: the source wrote no WAL since it, so nothing was published); both compare
+            equal to their names, ``"published"`` and ``"unchanged"``.
+        cut: the cut the run published, or for an unchanged run the cut that stays current.
+        run_key: the run's key.
+        checked_at: when the run checked the source (pinned W).
+    """
+
+    outcome: RunState
+    cut: CutRecord
+    run_key: str
+    checked_at: dt.datetime
+
+    def message(self) -> str:
+        """One line for people: what the run did."""
+        if self.outcome == RunState.UNCHANGED:
+            return f"group {self.cut.group}: {unchanged_message(self.cut.cut_id, self.cut.watermark, self.checked_at)}"
+        return f"group {self.cut.group}: published cut {self.cut.cut_id} at W={self.cut.watermark} (run {self.run_key})"
+
+
 def refresh_once(
     group: RefreshGroup,
     *,
@@ -45,16 +77,19 @@ def refresh_once(
     explicit_watermark: Lsn | None = None,
     supersede_pending_runs: bool = False,
     times: StepTimes | None = None,
-) -> CutRecord:
-    """Capture, refresh and publish one cut of ``group``; returns the cut.
+) -> RunResult:
+    """Capture, refresh and publish one cut of ``group``; returns what the run did.
+
+    A run whose W equals the last cut's W (a quiet source) is ``unchanged``: it starts no Spark
+    application and publishes nothing, and the result names the current cut.
 
     Args:
         group: the group declaration.
         source_dsn: libpq connection string of the source database (never logged).
         catalog_properties: pyiceberg catalog properties (``uri``, ``warehouse``, ...).
         run_key: the run key; default: a new one (``make_run_key("local", <UTC time>)``). Pass
-            the key of a failed run to retry it with its pinned W; the key of a published run
-            returns its cut (after making sure the slot was advanced) and runs nothing.
+            the key of a failed run to retry it with its pinned W; the key of a published or
+            unchanged run returns its result (after making sure the slot was advanced) and runs nothing.
         master: the Spark master.
         spark_conf: extra Spark configuration.
         explicit_watermark: pin this W instead of the current WAL position.
@@ -62,9 +97,27 @@ def refresh_once(
         times: filled with the seconds each step took.
 
     Raises:
-        StreambedError: a step failed; the run stays unpublished and can be retried with the
-            same ``run_key``.
+        StreambedError: a step failed. After a retryable error the run stays pinned and can be
+            retried with the same ``run_key``; after a final one it is failed and frees the group.
     """
+    times = times if times is not None else StepTimes()
+    run_key = run_key or make_run_key("local", dt.datetime.now(dt.UTC).isoformat())
+    catalog = open_catalog(catalog_properties)
+    ledger = ledger_of(catalog)
+    ledger.create()
+    try:
+        return _run(group, catalog, ledger, run_key, source_dsn, master, spark_conf, explicit_watermark,
+                    supersede_pending_runs, times)
+    except Exception as error:
+        settle_failure(ledger, group.name, run_key, error, will_retry=True)
+        raise
+
+
+def _run(
+    group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str, master: str,
+    spark_conf: Mapping[str, str] | None, explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
+) -> RunResult:
+    """The three steps of :func:`refresh_once`."""
     from airflow_provider_streambed.capture.run import capture_run
     from airflow_provider_streambed.capture.slot import advance_slot
     from airflow_provider_streambed.publish.cut import publish_cut
@@ -75,24 +128,20 @@ def refresh_once(
         write_job_spec,
     )
 
-    times = times if times is not None else StepTimes()
-    run_key = run_key or make_run_key("local", dt.datetime.now(dt.UTC).isoformat())
-    catalog = open_catalog(catalog_properties)
-    ledger = ledger_of(catalog)
-    ledger.create()
     if (published := ledger.cut_for_run(group.name, run_key)) is not None:
         logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)
         with psycopg.connect(source_dsn) as conn:
             advance_slot(conn, group, published.watermark)
-        return published
+        return RunResult(RunState.PUBLISHED, published, run_key, _checked_at(ledger, group.name, run_key))
     started = time.perf_counter()
-    if ledger.get_run(group.name, run_key) is None:
-        claim_group(ledger, group.name, run_key, supersede=supersede_pending_runs)
+    admit_run(ledger, group.name, run_key, supersede=supersede)
     with psycopg.connect(source_dsn) as conn:
         captured = capture_run(conn, group, ledger, run_key, warehouse_of(catalog),
                                explicit_watermark=explicit_watermark)
     confirm_claim(ledger, group.name, run_key)
     times.capture = time.perf_counter() - started
+    if isinstance(captured, UnchangedRun):
+        return RunResult(RunState.UNCHANGED, ledger.get_cut(group.name, captured.cut_id), run_key, captured.checked_at)
     logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run_key, captured.watermark, times.capture)
 
     started = time.perf_counter()
@@ -109,4 +158,10 @@ def refresh_once(
         advance_slot(conn, group, cut.watermark)
     times.publish = time.perf_counter() - started
     logger.info("group=%s W=%s cut=%d: published in %.2f s", group.name, cut.watermark, cut.cut_id, times.publish)
-    return cut
+    return RunResult(RunState.PUBLISHED, cut, run_key, _checked_at(ledger, group.name, run_key))
+
+
+def _checked_at(ledger: Ledger, group: str, run_key: str) -> dt.datetime:
+    record = ledger.get_run(group, run_key)
+    assert record is not None
+    return record.pinned_at

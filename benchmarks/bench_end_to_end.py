@@ -40,6 +40,7 @@ import psycopg
 from airflow_provider_streambed.catalog import open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.run_key import make_run_key
@@ -131,6 +132,8 @@ def naive_pipeline(group: RefreshGroup, dsn: str, properties: dict[str, str], ru
     with psycopg.connect(dsn) as conn:
         captured = capture_run(conn, group, ledger, run_key, warehouse_of(catalog))
     times.capture = time.perf_counter() - started
+    if isinstance(captured, UnchangedRun):  # no WAL at all since the last cut
+        return ledger.get_cut(group.name, captured.cut_id)
     started = time.perf_counter()
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key)
     spec_uri = write_job_spec(spec)
@@ -149,7 +152,7 @@ def naive_pipeline(group: RefreshGroup, dsn: str, properties: dict[str, str], ru
 def group_pipeline(group: RefreshGroup, dsn: str, properties: dict[str, str], run_key: str,
                    times: StepTimes) -> CutRecord:
     """The task group's path: ``refresh_once`` (one application, one atomic commit at one W)."""
-    return refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key=run_key, times=times)
+    return refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key=run_key, times=times).cut
 
 
 def run_both(label: str, pipelines: dict[str, tuple[RefreshGroup, Pipeline]], dsn: str,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -56,8 +56,15 @@ class BootstrapCopy:
     columns: tuple[str, ...]
 
 
-def read_marker(capture_dir: str) -> tuple[Lsn | None, dict[str, BootstrapCopy]] | None:
-    """The recorded copies of a run (consistent point, copies by member), or ``None``."""
+class BootstrapMarker(NamedTuple):
+    """The copies a run recorded: the slot's consistent point (first run only) and copies by member."""
+
+    consistent_point: Lsn | None
+    copies: dict[str, BootstrapCopy]
+
+
+def read_marker(capture_dir: str) -> BootstrapMarker | None:
+    """The recorded copies of a run, or ``None``."""
     data = read_json(join(capture_dir, MARKER_NAME))
     if data is None:
         return None
@@ -66,7 +73,7 @@ def read_marker(capture_dir: str) -> tuple[Lsn | None, dict[str, BootstrapCopy]]
         member: BootstrapCopy(tuple(item["files"]), int(item["rows"]), tuple(item["columns"]))
         for member, item in data["tables"].items()
     }
-    return point, copies
+    return BootstrapMarker(point, copies)
 
 
 def write_marker(capture_dir: str, consistent_point: Lsn | None, copies: dict[str, BootstrapCopy]) -> None:

@@ -4,6 +4,10 @@
 extracts; a retry reuses that W, and returns the manifest without extracting again when it
 exists for that W. It never advances the slot past a published cut (the caller does, after
 publish, with :func:`~airflow_provider_streambed.capture.slot.advance_slot`).
+
+On a quiet source the WAL does not move, so W can equal the last cut's W: the run is then
+*unchanged* (:class:`~airflow_provider_streambed.ledger.runs.UnchangedRun`): recorded in the
+ledger, nothing extracted, nothing to refresh or publish.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from psycopg import pq
 from pyarrow import fs
 
 from airflow_provider_streambed.capture.bootstrap import BootstrapCopy, copy_tables, read_marker, write_marker
-from airflow_provider_streambed.capture.extract import extract_changes
+from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
@@ -31,8 +35,9 @@ from airflow_provider_streambed.capture.slot import (
 from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, ensure_source, slot_exists
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import SlotError, SourceError, WatermarkError
-from airflow_provider_streambed.ledger import Ledger, RunRecord
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, SlotError, SourceError, WatermarkError
+from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunState
+from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import (
     CAPTURE_DIR,
@@ -89,9 +94,9 @@ def _first_copies(
     marker = read_marker(capture_dir)
     if slot_exists(conn, group):
         confirmed = check_slot(conn, group).confirmed_flush
-        if marker is not None and marker[0] == confirmed and set(marker[1]) == set(tables):
+        if marker is not None and marker.consistent_point == confirmed and set(marker.copies) == set(tables):
             logger.info("group=%s: reusing the bootstrap copies at %s", group.name, confirmed)
-            return marker[1]
+            return marker.copies
         if stored is not None:
             raise SlotError(
                 f"group {group.name!r}: run pinned W={stored.watermark} but its bootstrap copies are gone; "
@@ -114,8 +119,8 @@ def _added_copies(
     if not tables:
         return {}
     marker = read_marker(capture_dir)
-    if marker is not None and {t.member for t in tables} <= set(marker[1]):
-        return {t.member: marker[1][t.member] for t in tables}
+    if marker is not None and {t.member for t in tables} <= set(marker.copies):
+        return {t.member: marker.copies[t.member] for t in tables}
     copies = copy_tables(conn, group, tables, capture_dir)
     write_marker(capture_dir, None, copies)
     return copies
@@ -143,69 +148,46 @@ def _existing_result(root: str, stored: RunRecord) -> CaptureResult | None:
     return CaptureResult(manifest.watermark, uri, manifest, HoldbackReport(), bootstrap)
 
 
-def capture_run(
-    conn: psycopg.Connection[Any],
-    group: RefreshGroup,
-    ledger: Ledger,
-    run_key: str,
-    warehouse: str,
-    *,
-    explicit_watermark: Lsn | None = None,
-    holdback_warn_seconds: float = 60.0,
-    flush_timeout_seconds: float = 30.0,
-    wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
-) -> CaptureResult:
-    """Capture the changes of one run up to its pinned W and write its changelog and manifest.
+def _copies(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
+    stored: RunRecord | None, last: CutRecord | None,
+) -> dict[str, BootstrapCopy]:
+    """The bootstrap copies this run needs: every table on the first run, else added members only."""
+    if last is None:
+        return _first_copies(conn, group, tables, capture_dir, stored)
+    if check_slot(conn, group).confirmed_flush < last.watermark:
+        advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
+    added = [table for member, table in tables.items() if member not in last.members]
+    return _added_copies(conn, group, added, capture_dir)
 
-    Args:
-        conn: a connection to the source database; switched to autocommit, session settings pinned.
-        group: the refresh group.
-        ledger: the run ledger (its tables are created if missing).
-        run_key: the run key; a retry with it reuses W and a finished capture.
-        warehouse: warehouse URI; files go under the run's staging root.
-        explicit_watermark: pin this W instead of the current WAL position (checked).
-        holdback_warn_seconds: report transactions open longer than this at pin time.
-        flush_timeout_seconds: how long to wait for the WAL flush up to W.
-        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
+
+def _finish_unchanged(
+    ledger: Ledger, group: RefreshGroup, run_key: str, last: CutRecord, copies: dict[str, BootstrapCopy]
+) -> UnchangedRun:
+    """Record a run whose W equals the last cut's W as ``unchanged``.
 
     Raises:
-        SourceError: the source cannot serve the group (SlotError for slot trouble).
-        WatermarkError: a bad explicit W, a flush timeout, or the run already published.
-        DecodeError: the change stream could not be decoded.
+        InvalidWatermarkError: members were added since the last cut; they need a cut at a newer W.
     """
-    _autocommit(conn, group)
-    ledger.create()
-    root = staging_root(warehouse, group.name, run_key)
-    capture_dir = join(root, CAPTURE_DIR)
-    stored = ledger.get_run(group.name, run_key)
-    if stored is not None and (cut := ledger.cut_for_run(group.name, run_key)) is not None:
-        raise WatermarkError(
-            f"group {group.name!r}, run {run_key!r}: already published as cut {cut.cut_id} (W={cut.watermark}); "
-            "a published run is not captured again"
+    if copies:
+        raise InvalidWatermarkError(
+            f"group {group.name!r}, run {run_key!r}: members {sorted(copies)} were added, but the source's WAL has "
+            f"not moved since cut {last.cut_id} (W={last.watermark}) and a new cut needs a newer W; the first run "
+            "after any write to the source publishes them"
         )
-    if stored is not None and (done := _existing_result(root, stored)) is not None:
-        return done
-    tables = ensure_source(conn, group, create_slot=False)
-    last = ledger.last_cut(group.name)
-    if last is None:
-        copies = _first_copies(conn, group, tables, capture_dir, stored)
-    else:
-        if check_slot(conn, group).confirmed_flush < last.watermark:
-            advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
-        added = [table for member, table in tables.items() if member not in last.members]
-        copies = _added_copies(conn, group, added, capture_dir)
-    status = check_slot(conn, group)
-    warn_retention(group, status, wal_retention_warn_bytes)
-    start = status.confirmed_flush
-    holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
-    watermark = pin_watermark(
-        conn, ledger, group, run_key, explicit_watermark=explicit_watermark,
-        flush_timeout_seconds=flush_timeout_seconds, floor=start,
-    )
-    if watermark < start:
-        raise WatermarkError(f"group {group.name!r}, run {run_key!r}: W={watermark} is behind the slot at {start}")
-    _remove_change_files(capture_dir)
-    extracted = extract_changes(conn, group, tables, capture_dir, start, watermark)
+    ledger.set_run_state(group.name, run_key, RunState.UNCHANGED, only_from=RunState.PINNED, cut_id=last.cut_id)
+    record = ledger.get_run(group.name, run_key)
+    assert record is not None
+    unchanged = UnchangedRun.of(record)
+    logger.info("group=%s run=%s W=%s: %s; nothing to capture", group.name, run_key, last.watermark,
+                unchanged.message())
+    return unchanged
+
+
+def _table_captures(
+    tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult
+) -> tuple[TableCapture, ...]:
+    """Per member: its bootstrap copy (if any) followed by its extracted changelog files."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -218,7 +200,80 @@ def capture_run(
             changes=(copy.rows if copy else 0) + extracted.changes[member],
             bootstrap=copy is not None,
         ))
-    manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, tuple(captures))
+    return tuple(captures)
+
+
+def capture_run(
+    conn: psycopg.Connection[Any],
+    group: RefreshGroup,
+    ledger: Ledger,
+    run_key: str,
+    warehouse: str,
+    *,
+    explicit_watermark: Lsn | None = None,
+    holdback_warn_seconds: float = 60.0,
+    flush_timeout_seconds: float = 30.0,
+    wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
+    dag_run: DagRunRef | None = None,
+) -> CaptureResult | UnchangedRun:
+    """Capture the changes of one run up to its pinned W and write its changelog and manifest.
+
+    Args:
+        conn: a connection to the source database; switched to autocommit, session settings pinned.
+        group: the refresh group.
+        ledger: the run ledger (its tables are created if missing).
+        run_key: the run key; a retry with it reuses W and a finished capture.
+        warehouse: warehouse URI; files go under the run's staging root.
+        explicit_watermark: pin this W instead of the current WAL position (checked).
+        holdback_warn_seconds: report transactions open longer than this at pin time.
+        flush_timeout_seconds: how long to wait for the WAL flush up to W.
+        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
+        dag_run: the Airflow DAG run behind the run, recorded with its pin.
+
+    Returns:
+        The capture, or :class:`UnchangedRun` when W equals the last cut's W (no WAL since it).
+
+    Raises:
+        SourceError: the source cannot serve the group (SlotError for slot trouble).
+        WatermarkError: a flush timeout, or the run already published; InvalidWatermarkError
+            (final) for a W that can never make a cut.
+        DecodeError: the change stream could not be decoded.
+    """
+    _autocommit(conn, group)
+    ledger.create()
+    root = staging_root(warehouse, group.name, run_key)
+    capture_dir = join(root, CAPTURE_DIR)
+    stored = ledger.get_run(group.name, run_key)
+    if stored is not None and (cut := ledger.cut_for_run(group.name, run_key)) is not None:
+        raise WatermarkError(
+            f"group {group.name!r}, run {run_key!r}: already published as cut {cut.cut_id} (W={cut.watermark}); "
+            "a published run is not captured again"
+        )
+    if stored is not None and stored.state == RunState.UNCHANGED:
+        return UnchangedRun.of(stored)
+    if stored is not None and (done := _existing_result(root, stored)) is not None:
+        return done
+    tables = ensure_source(conn, group, create_slot=False)
+    last = ledger.last_cut(group.name)
+    copies = _copies(conn, group, tables, capture_dir, stored, last)
+    status = check_slot(conn, group)
+    warn_retention(group, status, wal_retention_warn_bytes)
+    start = status.confirmed_flush
+    holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
+    watermark = pin_watermark(
+        conn, ledger, group, run_key, explicit_watermark=explicit_watermark,
+        flush_timeout_seconds=flush_timeout_seconds, floor=start, dag_run=dag_run,
+    )
+    if watermark < start:
+        raise InvalidWatermarkError(
+            f"group {group.name!r}, run {run_key!r}: W={watermark} is behind the slot at {start}"
+        )
+    if last is not None and watermark == last.watermark:
+        return _finish_unchanged(ledger, group, run_key, last, copies)
+    _remove_change_files(capture_dir)
+    extracted = extract_changes(conn, group, tables, capture_dir, start, watermark)
+    captures = _table_captures(tables, copies, extracted)
+    manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)
     write_json(uri, manifest.to_dict())
     logger.info(

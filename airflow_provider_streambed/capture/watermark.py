@@ -15,8 +15,9 @@ from typing import Any
 import psycopg
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import WatermarkError
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, WatermarkError
 from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.ledger.runs import DagRunRef
 from airflow_provider_streambed.lsn import Lsn
 
 logger = logging.getLogger(__name__)
@@ -57,17 +58,17 @@ def check_explicit_watermark(
     """
     last = ledger.last_cut(group.name)
     if last is not None and watermark < last.watermark:
-        raise WatermarkError(
+        raise InvalidWatermarkError(
             f"group {group.name!r}: explicit W={watermark} is below cut {last.cut_id}'s W={last.watermark}; "
             "a cut never goes back in time"
         )
     if floor is not None and watermark < floor:
-        raise WatermarkError(
+        raise InvalidWatermarkError(
             f"group {group.name!r}: explicit W={watermark} is below the slot's confirmed position {floor}"
         )
     flushed = current_flush_lsn(conn)
     if watermark > flushed:
-        raise WatermarkError(
+        raise InvalidWatermarkError(
             f"group {group.name!r}: explicit W={watermark} is beyond the source's flushed WAL {flushed}"
         )
 
@@ -81,6 +82,7 @@ def pin_watermark(
     explicit_watermark: Lsn | None = None,
     flush_timeout_seconds: float = 30.0,
     floor: Lsn | None = None,
+    dag_run: DagRunRef | None = None,
 ) -> Lsn:
     """The run's W: the one stored in the ledger, else a new one pinned and stored first.
 
@@ -92,6 +94,7 @@ def pin_watermark(
         explicit_watermark: pin this W instead of the current insert position (checked).
         flush_timeout_seconds: how long to wait for the WAL flush up to W.
         floor: a lower bound for an explicit W besides the last cut (the slot's position).
+        dag_run: the Airflow DAG run behind the run, stored with the pin.
 
     Raises:
         WatermarkError: a bad explicit W, or the flush wait timed out.
@@ -99,7 +102,7 @@ def pin_watermark(
     stored = ledger.get_run(group.name, run_key)
     if stored is not None:
         if explicit_watermark is not None and explicit_watermark != stored.watermark:
-            raise WatermarkError(
+            raise InvalidWatermarkError(
                 f"group {group.name!r}, run {run_key!r}: explicit W={explicit_watermark} differs from the W="
                 f"{stored.watermark} this run pinned before; a run keeps its first W"
             )
@@ -113,6 +116,6 @@ def pin_watermark(
         assert row is not None
         watermark = Lsn.parse(row[0])
         wait_for_flush(conn, group.name, watermark, flush_timeout_seconds)
-    record = ledger.pin_run(group.name, run_key, watermark)
+    record = ledger.pin_run(group.name, run_key, watermark, dag_run)
     logger.info("group=%s run=%s W=%s: pinned", group.name, run_key, record.watermark)
     return record.watermark

@@ -19,6 +19,7 @@ import datetime as dt
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     DateTime,
     Engine,
     ForeignKeyConstraint,
@@ -28,6 +29,7 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    inspect,
 )
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
@@ -47,6 +49,12 @@ runs_table = Table(
     Column("state", String(16), nullable=False),
     Column("pinned_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Added after the first release: nullable, so create_tables can add them to an older ledger.
+    Column("cut_id", BigInteger, nullable=True),  # the cut it published, or found current (unchanged)
+    Column("last_error", String(200), nullable=True),  # class of the run's last failure
+    Column("replaced_by", String(200), nullable=True),  # the run that superseded or took over from it
+    Column("dag_id", String(250), nullable=True),  # the Airflow DAG run, when Airflow runs it
+    Column("dag_run_id", String(250), nullable=True),
     PrimaryKeyConstraint("group_name", "run_key"),
 )
 
@@ -87,11 +95,34 @@ def create_tables(engine: Engine) -> None:
     for attempt in range(3):
         try:
             metadata.create_all(engine, checkfirst=True)
+            with engine.begin() as connection:
+                add_missing_columns(connection)
             return
         except (IntegrityError, ProgrammingError, OperationalError) as error:
-            # Another process created the same table between our check and our CREATE.
+            # Another process created the same table or column between our check and our DDL.
             if attempt == 2:
                 raise LedgerError(f"cannot create the streambed ledger tables: {error}") from error
+
+
+def add_missing_columns(connection: Connection) -> list[str]:
+    """Add the nullable columns a ledger made by an older release lacks; returns their names.
+
+    New columns of the ledger are always nullable, so ``ALTER TABLE ... ADD COLUMN`` upgrades a
+    ledger in place on SQLite and PostgreSQL without rewriting a row.
+    """
+    added = []
+    inspector = inspect(connection)
+    for table in metadata.sorted_tables:
+        present = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            if not column.nullable:
+                raise LedgerError(f"ledger table {table.name} lacks column {column.name}, which cannot be added")
+            kind = column.type.compile(dialect=connection.dialect)
+            connection.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}')
+            added.append(f"{table.name}.{column.name}")
+    return added
 
 
 def now() -> dt.datetime:

@@ -1,4 +1,10 @@
-"""What the three streambed operators share: the group, the run key, the catalog and ledger."""
+"""What the three streambed operators share: the group, the run key, the catalog, ledger and failures.
+
+Every step runs inside :meth:`StreambedBaseOperator.execute`, which settles a failure in the
+ledger the same way for all three: a final error fails the task without retries
+(``AirflowFailException``) and marks the run failed, freeing the group; a retryable error keeps
+the run's W and claim while Airflow will retry the task, and frees the group on its last try.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,13 @@ import logging
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.ledger import Ledger, RunRecord
+from airflow_provider_streambed.exceptions import LedgerError, is_final
+from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
+from airflow_provider_streambed.ledger.runs import UnchangedRun, admit_run, settle_failure
 from airflow_provider_streambed.run_key import make_run_key
 
 logger = logging.getLogger(__name__)
@@ -36,6 +45,22 @@ class StreambedBaseOperator(BaseOperator):
         self.catalog_conn_id = catalog_conn_id or group.catalog_conn_id
         self.pinned_watermark = ""
         self.cut_id = ""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Run the step; a failure is settled in the ledger (see the module docstring) and raised."""
+        run_key = self.run_key(context)
+        catalog, ledger = self.open_catalog()
+        try:
+            return self.run_step(context, catalog, ledger, run_key)
+        except Exception as error:
+            settle_failure(ledger, self.group.name, run_key, error, will_retry=will_retry(context))
+            if is_final(error):
+                raise AirflowFailException(f"{type(error).__name__}: {error}") from error
+            raise
+
+    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
+        """The step itself; returns its XCom."""
+        raise NotImplementedError
 
     def run_key(self, context: Context) -> str:
         """The run key of this DAG run: the same for every try and every clear of the run."""
@@ -81,17 +106,36 @@ class StreambedBaseOperator(BaseOperator):
             logger.debug("rendered fields not updated: %s", error)
 
 
+def will_retry(context: Context) -> bool:
+    """Whether Airflow retries this task if the current try fails (as the execution API decides it)."""
+    ti = context["ti"]
+    return ti.max_tries != 0 and ti.try_number <= ti.max_tries
+
+
 def require_run(ledger: Ledger, group: RefreshGroup, run_key: str) -> RunRecord:
     """The run's ledger record (its pinned W), which every step after capture needs.
 
+    A failed run that no other run took over from is resumed (it claims the group again).
+
     Raises:
         LedgerError: nothing was pinned for the run (the capture step has not run).
+        RunSupersededError: the run was superseded or replaced (final).
+        GroupBusyError: a failed run is resumed while another run of the group is pending.
     """
-    from airflow_provider_streambed.exceptions import LedgerError
-
-    record = ledger.get_run(group.name, run_key)
-    if record is None:
+    if ledger.get_run(group.name, run_key) is None:
         raise LedgerError(
             f"group {group.name!r}, run {run_key!r}: no pinned W in the ledger; run capture_watermark first"
         )
+    record = admit_run(ledger, group.name, run_key)
+    assert record is not None
     return record
+
+
+def unchanged_result(record: RunRecord, task_id: str) -> dict[str, Any] | None:
+    """For an unchanged run, the XCom of a step with nothing to do (logged); else ``None``."""
+    if record.state != RunState.UNCHANGED:
+        return None
+    unchanged = UnchangedRun.of(record)
+    logger.info("group=%s run=%s W=%s: %s; %s has nothing to do", record.group, record.run_key, record.watermark,
+                unchanged.message(), task_id)
+    return unchanged.summary()

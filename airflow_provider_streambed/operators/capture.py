@@ -6,8 +6,12 @@ import logging
 from typing import Any
 
 from airflow.sdk import Context
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
+from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
+from airflow_provider_streambed.ledger import Ledger, RunRecord
+from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun, admit_run, confirm_claim
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
 
@@ -15,6 +19,9 @@ logger = logging.getLogger(__name__)
 
 #: Figures of the capture summary sent as Airflow gauges ``streambed.<group>.<figure>``.
 METRIC_FIGURES = ("holdback_count", "holdback_oldest_age_seconds", "transactions", "changes")
+
+#: DAG run states after which Airflow runs none of the run's tasks again (unless a person clears them).
+ENDED_DAG_RUN_STATES = frozenset({"success", "failed"})
 
 #: The trigger-form Param that lets one run supersede the group's pending (failed, unpublished) run.
 SUPERSEDE_PARAM = "supersede_pending_runs"
@@ -74,21 +81,18 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         self.wal_retention_warn_bytes = wal_retention_warn_bytes
         self.supersede_pending_runs = supersede_pending_runs
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        """Pin W and capture; returns the capture summary for XCom."""
+    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
+        """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
         from airflow_provider_streambed.capture.run import capture_run
         from airflow_provider_streambed.catalog import warehouse_of
         from airflow_provider_streambed.hooks.source import StreambedSourceHook
-        from airflow_provider_streambed.ledger.runs import claim_group, confirm_claim
 
-        run_key = self.run_key(context)
         explicit = Lsn.parse(self.watermark_lsn.strip()) if self.watermark_lsn.strip() not in ("", "None") else None
-        catalog, ledger = self.open_catalog()
         if (done := self.already_published(ledger, run_key)) is not None:
             return done
-        if ledger.get_run(self.group.name, run_key) is None:
-            supersede = self.supersede_pending_runs or bool(context["params"].get(SUPERSEDE_PARAM))
-            claim_group(ledger, self.group.name, run_key, supersede=supersede)
+        supersede = self.supersede_pending_runs or bool(context["params"].get(SUPERSEDE_PARAM))
+        ti = context["ti"]
+        admit_run(ledger, self.group.name, run_key, supersede=supersede, finished=lambda run: dag_run_ended(ti, run))
         with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
             result = capture_run(
                 conn,
@@ -100,13 +104,30 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 holdback_warn_seconds=self.holdback_warn_seconds,
                 flush_timeout_seconds=self.flush_timeout_seconds,
                 wal_retention_warn_bytes=self.wal_retention_warn_bytes,
+                dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
             )
         confirm_claim(ledger, self.group.name, run_key)
-        emit_metrics(self.group.name, result.summary())
         self.show(watermark=result.watermark)
+        emit_freshness(ledger, self.group.name)
+        if isinstance(result, UnchangedRun):
+            logger.info("group=%s run=%s W=%s: %s", self.group.name, run_key, result.watermark, result.message())
+            return {"run_key": run_key, **result.summary()}
+        emit_metrics(self.group.name, result.summary())
         logger.info("group=%s run=%s W=%s: captured (bootstrap=%s)", self.group.name, run_key, result.watermark,
                     result.bootstrap)
         return {"run_key": run_key, **result.summary()}
+
+
+def dag_run_ended(ti: RuntimeTaskInstanceProtocol, run: RunRecord) -> bool:
+    """Whether Airflow is done with the DAG run behind a pending run (no retry of it will come)."""
+    if run.dag_run is None:
+        return False
+    try:
+        state = ti.get_dagrun_state(run.dag_run.dag_id, run.dag_run.run_id)
+    except Exception as error:  # unknown: keep treating the run as pending (the error message says what to do)
+        logger.warning("group=%s run=%s: cannot read the state of %s: %s", run.group, run.run_key, run.dag_run, error)
+        return False
+    return state in ENDED_DAG_RUN_STATES
 
 
 def emit_metrics(group: str, summary: dict[str, Any]) -> None:
@@ -120,3 +141,22 @@ def emit_metrics(group: str, summary: dict[str, Any]) -> None:
 
     for figure in METRIC_FIGURES:
         gauge(f"streambed.{group}.{figure}", summary[figure], tags={"group": group})
+
+
+def emit_freshness(ledger: Ledger, group: str) -> None:
+    """Send the group's freshness as gauges of UNIX times, also after runs that found nothing new.
+
+    ``streambed.<group>.source_checked_at`` (when a run last checked the source successfully,
+    published or unchanged) and ``streambed.<group>.last_cut_published_at``; an alert on their
+    age catches a stuck group, and a quiet source does not look stale.
+    """
+    from airflow.sdk.observability.stats import gauge
+
+    checked, cut = ledger.last_check(group), ledger.last_cut(group)
+    figures = {
+        "source_checked_at": checked.pinned_at if checked else None,
+        "last_cut_published_at": cut.published_at if cut else None,
+    }
+    for figure, moment in figures.items():
+        if moment is not None:
+            gauge(f"streambed.{group}.{figure}", moment.timestamp(), tags={"group": group})

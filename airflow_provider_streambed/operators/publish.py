@@ -6,9 +6,13 @@ import logging
 from typing import Any
 
 from airflow.sdk import AssetAlias, Context, TriggerRule
+from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.assets import member_assets
-from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run
+from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
+from airflow_provider_streambed.operators.capture import emit_freshness
 
 logger = logging.getLogger(__name__)
 
@@ -54,30 +58,22 @@ class PublishCutOperator(StreambedBaseOperator):
         self.staging_retention_hours = staging_retention_hours
         self.member_assets = assets
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        """Publish (or find) the run's cut, advance the slot and emit the Asset events once."""
+    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
+        """Publish (or find) the run's cut, advance the slot and emit the Asset events once.
+
+        An unchanged run publishes nothing, leaves the slot and emits no Asset event.
+        """
         from airflow_provider_streambed.capture.slot import advance_slot
         from airflow_provider_streambed.hooks.source import StreambedSourceHook
-        from airflow_provider_streambed.publish.cut import publish_cut
-        from airflow_provider_streambed.refresh import collect_member_manifests
-        from airflow_provider_streambed.staging import JOB_SPEC_PATH, JobSpec, join, read_json, staging_root
 
-        run_key = self.run_key(context)
-        catalog, ledger = self.open_catalog()
-        run = require_run(ledger, self.group, run_key)
-        self.show(watermark=run.watermark)
         cut = ledger.cut_for_run(self.group.name, run_key)
         if cut is None:
-            from airflow_provider_streambed.catalog import warehouse_of
-
-            spec_data = read_json(join(staging_root(warehouse_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
-            if spec_data is None:
-                from airflow_provider_streambed.exceptions import PublishError
-
-                raise PublishError(f"group {self.group.name!r}, run {run_key!r}: no job spec; run refresh_group first")
-            manifests = collect_member_manifests(JobSpec.from_dict(spec_data))
-            cut = publish_cut(catalog, ledger, self.group, run_key, manifests,
-                              staging_retention_hours=self.staging_retention_hours)
+            run = require_run(ledger, self.group, run_key)
+            self.show(watermark=run.watermark)
+            if (unchanged := unchanged_result(run, self.task_id)) is not None:
+                emit_freshness(ledger, self.group.name)
+                return {"run_key": run_key, **unchanged}
+            cut = self.publish_staged(catalog, ledger, run_key)
         else:
             logger.info("group=%s run=%s W=%s: already published as cut %d", self.group.name, run_key,
                         cut.watermark, cut.cut_id)
@@ -86,8 +82,27 @@ class PublishCutOperator(StreambedBaseOperator):
         self.show(cut_id=cut.cut_id)
         self.emit_asset_events(context, cut.cut_id, str(cut.watermark))
         logger.info("group=%s W=%s cut=%d: published", self.group.name, cut.watermark, cut.cut_id)
+        emit_freshness(ledger, self.group.name)
         return {"run_key": run_key, "cut_id": cut.cut_id, "watermark_lsn": str(cut.watermark),
                 "members": sorted(cut.members)}
+
+    def publish_staged(self, catalog: Catalog, ledger: Ledger, run_key: str) -> CutRecord:
+        """Publish the members the refresh step staged for this run.
+
+        Raises:
+            PublishError: the run has no job spec (the refresh step has not run), or see ``publish_cut``.
+        """
+        from airflow_provider_streambed.catalog import warehouse_of
+        from airflow_provider_streambed.publish.cut import publish_cut
+        from airflow_provider_streambed.refresh import collect_member_manifests
+        from airflow_provider_streambed.staging import JOB_SPEC_PATH, JobSpec, join, read_json, staging_root
+
+        spec_data = read_json(join(staging_root(warehouse_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
+        if spec_data is None:
+            raise PublishError(f"group {self.group.name!r}, run {run_key!r}: no job spec; run refresh_group first")
+        manifests = collect_member_manifests(JobSpec.from_dict(spec_data))
+        return publish_cut(catalog, ledger, self.group, run_key, manifests,
+                           staging_retention_hours=self.staging_retention_hours)
 
     def emit_asset_events(self, context: Context, cut_id: int, watermark: str) -> None:
         """One event per member table for this cut, unless an earlier try already emitted them."""

@@ -6,8 +6,10 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Context
+from pyiceberg.catalog import Catalog
 
-from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run
+from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
 
 if TYPE_CHECKING:
     from airflow_provider_streambed.staging import JobSpec
@@ -110,8 +112,11 @@ class RefreshGroupOperator(StreambedBaseOperator):
                 "(SparkSubmitHook would fall back to YARN); create it or pass spark_conn_id"
             ) from missing
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        """Plan, submit and collect; returns ``{run_key, watermark_lsn, cut_number, members}``."""
+    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
+        """Plan, submit and collect; returns ``{run_key, watermark_lsn, cut_number, members}``.
+
+        An unchanged run (W equals the last cut's W) submits nothing.
+        """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         from airflow_provider_streambed.catalog import warehouse_of
@@ -124,13 +129,13 @@ class RefreshGroupOperator(StreambedBaseOperator):
         )
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
 
-        run_key = self.run_key(context)
-        catalog, ledger = self.open_catalog()
         if (done := self.already_published(ledger, run_key)) is not None:
             return done
-        self.check_spark_connection()
         run = require_run(ledger, self.group, run_key)
         self.show(watermark=run.watermark)
+        if (unchanged := unchanged_result(run, self.task_id)) is not None:
+            return {"run_key": run_key, **unchanged}
+        self.check_spark_connection()
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key)
         spec_uri = write_job_spec(spec)

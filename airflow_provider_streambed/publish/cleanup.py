@@ -2,11 +2,12 @@
 
 A published run's data files were moved into its member tables (``<table>/data/<run key>/``),
 so its staging root holds only changelogs, specs and manifests. Another run's staging is
-abandoned when the ledger says it can never publish (``superseded``), it published already, it
-stayed ``pinned`` longer than the retention, or it is not in the ledger and is older than the
-retention. An abandoned, unpublished run may have moved files into member tables before a
-failed commit; those ``data/<run key>/`` directories go too. Pinned runs within the retention
-may still be running and are never touched.
+abandoned when the ledger says it can never publish (``superseded``, or ``failed`` and replaced),
+it published already, it stayed resumable (``pinned``, or ``failed`` and not replaced) longer than
+the retention, or it is not in the ledger and is older than the retention. An abandoned,
+unpublished run may have moved files into member tables before a failed commit; those
+``data/<run key>/`` directories go too. Resumable runs within the retention may still be
+running or be retried and are never touched.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import logging
 from collections.abc import Iterable
 
 from pyarrow import fs
-from sqlalchemy import Engine, select
 
-from airflow_provider_streambed.ledger import RunState, runs_table
+from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
 from airflow_provider_streambed.publish.tables import run_data_dir
 from airflow_provider_streambed.staging import group_staging_dir, join, staging_root
 
@@ -34,29 +34,16 @@ def delete_dir(uri: str) -> bool:
     return True
 
 
-def _run_states(engine: Engine, group: str) -> dict[str, tuple[RunState, dt.datetime]]:
-    query = select(runs_table.c.run_key, runs_table.c.state, runs_table.c.pinned_at).where(
-        runs_table.c.group_name == group
-    )
-    with engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return {
-        row.run_key: (RunState(row.state), row.pinned_at.replace(tzinfo=row.pinned_at.tzinfo or dt.UTC))
-        for row in rows
-    }
-
-
-def _is_abandoned(
-    state: tuple[RunState, dt.datetime] | None, modified: dt.datetime | None, cutoff: dt.datetime
-) -> bool:
-    if state is None:
+def _is_abandoned(run: RunRecord | None, modified: dt.datetime | None, cutoff: dt.datetime) -> bool:
+    """Whether a run's staging can go: it can never publish, or it is older than the retention."""
+    if run is None:
         return modified is not None and modified < cutoff
-    run_state, pinned_at = state
-    return run_state != RunState.PINNED or pinned_at < cutoff
+    resumable = run.state == RunState.PINNED or (run.state == RunState.FAILED and run.replaced_by is None)
+    return not resumable or run.pinned_at < cutoff
 
 
 def clean_staging(
-    engine: Engine,
+    ledger: Ledger,
     warehouse: str,
     group: str,
     run_key: str,
@@ -66,7 +53,7 @@ def clean_staging(
     """Delete this run's staging root and every abandoned run's; returns how many runs were cleaned.
 
     Args:
-        engine: the catalog database (for the ledger's run states, one query).
+        ledger: the run ledger (for the runs' states, one query).
         warehouse: the warehouse URI.
         group: the group name.
         run_key: the run just published.
@@ -76,21 +63,21 @@ def clean_staging(
     cleaned = int(delete_dir(staging_root(warehouse, group, run_key)))
     directory = group_staging_dir(warehouse, group)
     filesystem, path = fs.FileSystem.from_uri(directory)
-    runs = [
+    staged = [
         info
         for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))
         if info.type == fs.FileType.Directory and not info.base_name.startswith("_") and info.base_name != run_key
     ]
-    if not runs:
+    if not staged:
         return cleaned
-    states = _run_states(engine, group)
+    runs = {run.run_key: run for run in ledger.list_runs(group)}
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(hours=retention_hours)
     locations = list(table_locations)
-    for info in runs:
-        state = states.get(info.base_name)
-        if not _is_abandoned(state, info.mtime, cutoff):
+    for info in staged:
+        run = runs.get(info.base_name)
+        if not _is_abandoned(run, info.mtime, cutoff):
             continue
-        if state is None or state[0] != RunState.PUBLISHED:
+        if run is None or run.state != RunState.PUBLISHED:
             for location in locations:
                 delete_dir(run_data_dir(location, info.base_name))
         delete_dir(join(directory, info.base_name))

@@ -9,7 +9,6 @@ the catalog database. Any failure rolls everything back.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import cast
@@ -19,7 +18,7 @@ from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.exceptions import PublishConflictError
-from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, runs_table
+from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.tables import MemberPlan
 
@@ -147,17 +146,5 @@ def record_cut(
             f"group {group!r}: cut {record.cut_id - 1} was published while run {run_key!r} built cut {cut_id}; "
             "nothing was published"
         )
-    if ledger.get_run(group, run_key, connection) is not None:
-        ledger.set_run_state(group, run_key, RunState.PUBLISHED, connection)
-    # A pinned run at or below W can never publish now (W strictly increases).
-    connection.execute(
-        update(runs_table)
-        .where(
-            runs_table.c.group_name == group,
-            runs_table.c.state == RunState.PINNED.value,
-            runs_table.c.watermark <= watermark.value,
-            runs_table.c.run_key != run_key,
-        )
-        .values(state=RunState.SUPERSEDED.value, updated_at=dt.datetime.now(dt.UTC))
-    )
+    ledger.mark_published(connection, group, run_key, watermark, record.cut_id)
     return record

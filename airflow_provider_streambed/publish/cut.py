@@ -23,7 +23,12 @@ from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.catalog import supports_group_commit, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import CatalogCapabilityError, PublishConflictError, PublishError
+from airflow_provider_streambed.exceptions import (
+    CatalogCapabilityError,
+    PublishConflictError,
+    PublishError,
+    RunSupersededError,
+)
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.attempts import Attempt, abandon, sweep_attempts
@@ -106,8 +111,11 @@ def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn, last: C
         raise PublishError(
             f"group {group!r}, run {run_key!r}: staged at W={watermark} but the ledger pinned W={run.watermark}"
         )
-    if run is not None and run.state == RunState.SUPERSEDED:
-        raise PublishError(f"group {group!r}, run {run_key!r} (W={watermark}) was superseded by a newer cut")
+    if run is not None and run.state in (RunState.SUPERSEDED, RunState.UNCHANGED):
+        raise RunSupersededError(
+            f"group {group!r}, run {run_key!r} (W={watermark}) is {run.state.value}"
+            + (f" (by run {run.replaced_by})" if run.replaced_by else "") + "; it cannot publish"
+        )
     if last is not None and watermark <= last.watermark:
         raise PublishError(
             f"group {group!r}, run {run_key!r}: W={watermark} is not above cut {last.cut_id}'s W={last.watermark}"
@@ -265,6 +273,6 @@ def _clean_up(catalog: Catalog, ledger: Ledger, group: str, run_key: str, record
             sweep_attempts(catalog, warehouse, group)
         # <table>/metadata/<file>.metadata.json -> <table>
         locations = [member.metadata_location.rsplit("/", 2)[0] for member in record.members.values()]
-        clean_staging(ledger.engine, warehouse, group, run_key, locations, retention)
+        clean_staging(ledger, warehouse, group, run_key, locations, retention)
     except Exception as error:  # the cut stands; the next publish sweeps again
         logger.warning("group=%s: cleanup after publish failed: %s", group, error)

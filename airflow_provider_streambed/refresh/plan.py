@@ -21,7 +21,7 @@ from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.catalog import plan_snapshot_files, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError, WatermarkError
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.refresh.staging_io import ERROR_MARKER
 from airflow_provider_streambed.staging import (
@@ -65,7 +65,7 @@ def build_job_spec(
         )
     previous = _previous_cut(group, ledger, run_key)
     if previous is not None and manifest.watermark <= previous.watermark:
-        raise WatermarkError(
+        raise InvalidWatermarkError(
             f"group {group.name!r}, run {run_key!r}: W={manifest.watermark} is not after the previous cut "
             f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
         )

@@ -6,6 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sqlalchemy import create_engine
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.exceptions import CutNotFoundError, LedgerError
@@ -35,6 +36,28 @@ def test_concurrent_creates(catalog_uri: str) -> None:
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda _: Ledger(catalog_uri).create(), range(4)))
     assert Ledger(catalog_uri).list_cuts("bank") == []
+
+
+def test_a_ledger_of_the_first_release_gains_the_new_run_columns(catalog_uri: str) -> None:
+    old_runs = (
+        "CREATE TABLE streambed_runs (group_name VARCHAR(64) NOT NULL, run_key VARCHAR(200) NOT NULL, "
+        "watermark NUMERIC(20, 0) NOT NULL, state VARCHAR(16) NOT NULL, pinned_at TIMESTAMP NOT NULL, "
+        "updated_at TIMESTAMP NOT NULL, PRIMARY KEY (group_name, run_key))"
+    )
+    with create_engine(catalog_uri).begin() as connection:
+        connection.exec_driver_sql(old_runs)
+        connection.exec_driver_sql(
+            "INSERT INTO streambed_runs VALUES ('bank', 'old', 100, 'pinned', '2026-01-01 00:00:00', "
+            "'2026-01-01 00:00:00')"
+        )
+    ledger = Ledger(catalog_uri)
+    ledger.create()
+    ledger.create()
+    old = ledger.get_run("bank", "old")
+    assert old is not None and old.state == RunState.PINNED and old.last_error is None and old.dag_run is None
+    ledger.record_failure("bank", "old", OSError("down"), release=True)
+    failed = ledger.get_run("bank", "old")
+    assert failed is not None and failed.state == RunState.FAILED and failed.last_error == "OSError"
 
 
 def test_pin_keeps_the_first_watermark(ledger: Ledger) -> None:

@@ -33,7 +33,7 @@ def test_refresh_once_then_the_cli(pg_dsn: str, sqlite_catalog_uri: str, tmp_pat
         journal += [move_money(conn, rng) for _ in range(30)]
     times = StepTimes()
     first = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, times=times)
-    assert first.cut_id == 1
+    assert first.outcome == "published" and first.cut.cut_id == 1
     assert min(times.capture, times.refresh, times.publish) > 0
     with psycopg.connect(pg_dsn) as conn:
         rng = random.Random(2)

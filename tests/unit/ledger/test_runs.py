@@ -6,9 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.exceptions import GroupBusyError
+from airflow_provider_streambed.exceptions import GroupBusyError, LedgerError, RunSupersededError, SourceError
 from airflow_provider_streambed.ledger import Ledger, RunState
-from airflow_provider_streambed.ledger.runs import claim_group, confirm_claim, pending_runs
+from airflow_provider_streambed.ledger.runs import (
+    DagRunRef,
+    RunRecord,
+    UnchangedRun,
+    admit_run,
+    claim_group,
+    confirm_claim,
+    pending_runs,
+    settle_failure,
+    supersede_run,
+)
 from airflow_provider_streambed.lsn import Lsn
 
 
@@ -48,7 +58,101 @@ def test_of_two_runs_pinned_at_once_the_later_gives_way(ledger: Ledger) -> None:
     ledger.pin_run("bank", "run-a", Lsn(100))
     ledger.pin_run("bank", "run-b", Lsn(120))
     confirm_claim(ledger, "bank", "run-a")
-    with pytest.raises(GroupBusyError, match="run 'run-a' pinned its W first"):
+    with pytest.raises(RunSupersededError, match="run 'run-a' pinned its W first"):
         confirm_claim(ledger, "bank", "run-b")
     record = ledger.get_run("bank", "run-b")
-    assert record is not None and record.state == RunState.SUPERSEDED
+    assert record is not None and record.state == RunState.SUPERSEDED and record.replaced_by == "run-a"
+
+
+def test_the_busy_message_names_the_run_its_age_dag_run_and_the_ways_out(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100), DagRunRef("bank_dag", "scheduled__2026-01-01"))
+    ledger.record_failure("bank", "run-1", SourceError("source down"), release=False)
+    with pytest.raises(GroupBusyError) as raised:
+        claim_group(ledger, "bank", "run-2")
+    message = str(raised.value)
+    for part in ("run 'run-1' (DAG 'bank_dag' run 'scheduled__2026-01-01')", "W=0/64", "0 min ago",
+                 "last failure SourceError", "clear (retry) that run", "supersede_pending_runs",
+                 "streambed runs supersede --group bank run-1"):
+        assert part in message
+
+
+def test_a_final_error_releases_the_claim_and_the_next_run_takes_over(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    assert settle_failure(ledger, "bank", "run-1", RunSupersededError("gone"), will_retry=True)
+    failed = ledger.get_run("bank", "run-1")
+    assert failed is not None and failed.state == RunState.FAILED and failed.last_error == "RunSupersededError"
+    assert admit_run(ledger, "bank", "run-2") is None  # free: the new run may pin
+    ledger.pin_run("bank", "run-2", Lsn(200))
+    assert confirm_claim(ledger, "bank", "run-2") == ["run-1"]
+    with pytest.raises(RunSupersededError, match=r"run 'run-1' .* failed and was replaced by run run-2"):
+        admit_run(ledger, "bank", "run-1")  # clearing the failed run later
+
+
+def test_a_retryable_error_keeps_the_claim_until_the_last_try(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    assert not settle_failure(ledger, "bank", "run-1", SourceError("down"), will_retry=True)
+    with pytest.raises(GroupBusyError, match="last failure SourceError"):
+        admit_run(ledger, "bank", "run-2")
+    assert settle_failure(ledger, "bank", "run-1", OSError("still down"), will_retry=False)
+    assert admit_run(ledger, "bank", "run-2") is None
+
+
+def test_a_failed_run_retried_before_any_other_run_resumes(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    settle_failure(ledger, "bank", "run-1", RuntimeError("member code"), will_retry=False)
+    resumed = admit_run(ledger, "bank", "run-1")
+    assert resumed is not None and resumed.state == RunState.PINNED and resumed.watermark == Lsn(100)
+    with pytest.raises(GroupBusyError):
+        claim_group(ledger, "bank", "run-2")
+
+
+def test_a_pending_run_whose_orchestrator_ended_is_failed_and_taken_over(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100), DagRunRef("bank_dag", "killed"))
+    ledger.pin_run("other", "run-9", Lsn(100), DagRunRef("other_dag", "running"))
+
+    def ended(run: RunRecord) -> bool:
+        return run.dag_run is not None and run.dag_run.run_id == "killed"
+
+    claim_group(ledger, "bank", "run-2", finished=ended)
+    record = ledger.get_run("bank", "run-1")
+    assert record is not None and record.state == RunState.FAILED and record.last_error == "RunEnded"
+    with pytest.raises(GroupBusyError):
+        claim_group(ledger, "other", "run-3", finished=ended)
+
+
+def test_supersede_by_hand_refuses_finished_runs(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    with ledger.begin() as connection:
+        ledger.record_cut(connection, "bank", "run-1", Lsn(100), {})
+        ledger.mark_published(connection, "bank", "run-1", Lsn(100), 1)
+    with pytest.raises(LedgerError, match="run 'run-1' published cut 1; only unpublished runs"):
+        supersede_run(ledger, "bank", "run-1", by="cli")
+    ledger.pin_run("bank", "run-2", Lsn(100))
+    ledger.set_run_state("bank", "run-2", RunState.UNCHANGED, cut_id=1)
+    with pytest.raises(LedgerError, match="run 'run-2' finished unchanged"):
+        supersede_run(ledger, "bank", "run-2", by="cli")
+    ledger.pin_run("bank", "run-3", Lsn(300))
+    assert supersede_run(ledger, "bank", "run-3", by="cli").state == RunState.SUPERSEDED
+    with pytest.raises(LedgerError, match="group 'bank' has no run 'nope'"):
+        supersede_run(ledger, "bank", "nope", by="cli")
+
+
+def test_an_unchanged_run_frees_the_group_and_counts_as_a_check(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    with ledger.begin() as connection:
+        ledger.record_cut(connection, "bank", "run-1", Lsn(100), {})
+        ledger.mark_published(connection, "bank", "run-1", Lsn(100), 1)
+    ledger.pin_run("bank", "run-2", Lsn(100))
+    assert ledger.set_run_state("bank", "run-2", RunState.UNCHANGED, only_from=RunState.PINNED, cut_id=1)
+    record = ledger.get_run("bank", "run-2")
+    assert record is not None
+    unchanged = UnchangedRun.of(record)
+    assert unchanged.message().startswith("unchanged since cut 1 (W=0/64), checked at ")
+    assert unchanged.summary()["outcome"] == "unchanged"
+    assert pending_runs(ledger, "bank") == []
+    last = ledger.last_check("bank")
+    assert last is not None and last.run_key == "run-2"
+    first = ledger.get_run("bank", "run-1")
+    assert first is not None
+    with pytest.raises(LedgerError, match="is published, not unchanged"):
+        UnchangedRun.of(first)

@@ -1,0 +1,39 @@
+"""Every error is retryable or final; final ones say no retry of the run can succeed."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_streambed import exceptions
+from airflow_provider_streambed.exceptions import (
+    FinalError,
+    GroupBusyError,
+    InvalidWatermarkError,
+    RunSupersededError,
+    SourceError,
+    StreambedError,
+    WatermarkError,
+    is_final,
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "final"),
+    [
+        (InvalidWatermarkError("W behind the slot"), True),
+        (RunSupersededError("replaced"), True),
+        (WatermarkError("flush timed out"), False),
+        (GroupBusyError("another run is pending"), False),
+        (SourceError("connection refused"), False),
+        (OSError("a driver's error"), False),
+    ],
+)
+def test_kinds(error: BaseException, final: bool) -> None:
+    assert is_final(error) is final
+
+
+def test_final_errors_are_exactly_the_final_error_family() -> None:
+    classes = [value for value in vars(exceptions).values()
+               if isinstance(value, type) and issubclass(value, StreambedError)]
+    assert {cls for cls in classes if not cls.retryable} == {cls for cls in classes if issubclass(cls, FinalError)}
+    assert isinstance(InvalidWatermarkError("x"), WatermarkError)  # callers catching WatermarkError still do
