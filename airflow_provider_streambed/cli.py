@@ -1,4 +1,4 @@
-"""The ``streambed`` command line: debugging captures, refreshing once, inspecting cuts.
+"""The ``streambed`` command line: debugging captures, refreshing once, inspecting cuts and runs.
 
 Each subcommand is a module ``cli_<name>`` with ``add_arguments(parser)`` and ``run(args) -> int``
 (the exit code); :data:`COMMANDS` lists them.
@@ -24,6 +24,7 @@ COMMANDS = {
     "cuts": "list, show or verify a group's published cuts",
     "capture": "capture a group's changes up to a new W, for debugging",
     "refresh": "run one refresh (capture, refresh, publish) of a group without Airflow",
+    "runs": "list a group's runs, or supersede an unpublished run that blocks the group",
 }
 
 

@@ -37,7 +37,8 @@ def _summary(cut: Cut) -> dict[str, Any]:
     }
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain text table: the headers, a rule, then the rows, columns padded to their widest cell."""
     cells = [headers, *[[str(value) for value in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)) for row in cells]
@@ -61,8 +62,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "list":
             cuts = [_summary(cut) for cut in reader.list()]
+            status = reader.status()
+            if args.json:
+                checked = None if status.checked_at is None else status.checked_at.isoformat()
+                print(json.dumps({"cuts": cuts, "source_checked_at": checked, "checked_by": status.checked_by},
+                                 indent=1))
+                return 0
             headers = ["cut_id", "watermark", "prev_watermark", "published_at", "run_key"]
-            print(json.dumps(cuts, indent=1) if args.json else _table(headers, [[c[h] for h in headers] for c in cuts]))
+            print(status.message())
+            print(table(headers, [[c[h] for h in headers] for c in cuts]))
             return 0
         cut = reader.latest() if args.cut is None else reader.get(args.cut)
     except CutNotFoundError as error:
@@ -76,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"group {args.group} cut {cut.cut_id}  W={cut.watermark}  previous W={cut.prev_watermark}  "
                   f"published {shown['published_at']}  run {cut.run_key}")
             headers = ["member", "table", "snapshot_id", "rows"]
-            print(_table(headers, [[m[h] for h in headers] for m in shown["members"]]))
+            print(table(headers, [[m[h] for h in headers] for m in shown["members"]]))
         return 0
     problems = cut.verify()
     if args.json:

@@ -7,6 +7,7 @@ the metadata file written by that cut. Readers open that metadata file directly
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import logging
 from collections.abc import Mapping
@@ -70,7 +71,7 @@ class Cut:
     cut_id: int
     watermark: Lsn
     prev_watermark: Lsn | None
-    published_at: Any
+    published_at: dt.datetime
     run_key: str
     members: Mapping[str, CutMember]
     catalog: Catalog = field(repr=False, compare=False)
@@ -158,6 +159,35 @@ class Cut:
         return problems
 
 
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """How fresh a group is: its latest cut, and when a run last checked the source.
+
+    On a quiet source runs find nothing new (outcome ``unchanged``) and publish no cut, so
+    ``checked_at`` moves on while ``latest`` stays: the cut is still the source's state as of
+    ``checked_at``.
+
+    Attributes:
+        group: the group name.
+        latest: the newest cut, ``None`` before the first publish.
+        checked_at: when the last successful run (published or unchanged) pinned its W.
+        checked_by: that run's key.
+    """
+
+    group: str
+    latest: Cut | None
+    checked_at: dt.datetime | None
+    checked_by: str | None
+
+    def message(self) -> str:
+        """One line for people, e.g. ``group bank: cut 3 (W=0/1A2B3C8) published at ..., source checked at ...``."""
+        if self.latest is None:
+            return f"group {self.group}: no cut published yet"
+        checked = "never" if self.checked_at is None else f"{self.checked_at:%Y-%m-%d %H:%M:%S} UTC"
+        return (f"group {self.group}: cut {self.latest.cut_id} (W={self.latest.watermark}) published at "
+                f"{self.latest.published_at:%Y-%m-%d %H:%M:%S} UTC, source checked at {checked}")
+
+
 class CutReader:
     """Finds the published cuts of one group.
 
@@ -196,6 +226,17 @@ class CutReader:
     def as_of_lsn(self, lsn: Lsn) -> Cut:
         """The newest cut whose W is at most ``lsn`` (raises :class:`CutNotFoundError`)."""
         return Cut.from_record(self.ledger.cut_as_of(self.group, lsn), self.catalog)
+
+    def status(self) -> GroupStatus:
+        """The latest cut and when the source was last checked (also by runs that found nothing new)."""
+        record = self.ledger.last_cut(self.group)
+        check = self.ledger.last_check(self.group)
+        return GroupStatus(
+            group=self.group,
+            latest=None if record is None else Cut.from_record(record, self.catalog),
+            checked_at=None if check is None else check.pinned_at,
+            checked_by=None if check is None else check.run_key,
+        )
 
     def list(self) -> list[Cut]:
         """Every cut of the group, oldest first."""

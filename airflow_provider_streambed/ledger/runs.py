@@ -389,8 +389,9 @@ def admit_run(
     record = ledger.get_run(group, run_key)
     if record is not None and (record.replaced_by is not None or record.state == RunState.SUPERSEDED):
         how = "was superseded by" if record.state == RunState.SUPERSEDED else "failed and was replaced by"
+        by = f"run {record.replaced_by}" if record.replaced_by else "hand (streambed runs supersede)"
         raise RunSupersededError(
-            f"group {group!r}: run {run_key!r} (W={record.watermark}) {how} run {record.replaced_by or '?'}, "
+            f"group {group!r}: run {run_key!r} (W={record.watermark}) {how} {by}, "
             "whose cuts cover its changes; it can never publish: trigger a new run instead of clearing this one"
         )
     if record is None or record.state == RunState.FAILED:
@@ -423,7 +424,7 @@ def settle_failure(ledger: RunLedger, group: str, run_key: str, error: BaseExcep
     return released
 
 
-def supersede_run(ledger: RunLedger, group: str, run_key: str, by: str) -> RunRecord:
+def supersede_run(ledger: RunLedger, group: str, run_key: str) -> RunRecord:
     """Abandon run ``run_key`` by hand (``streambed runs supersede``): it can never publish.
 
     Raises:
@@ -435,8 +436,8 @@ def supersede_run(ledger: RunLedger, group: str, run_key: str, by: str) -> RunRe
     if record.state in (RunState.PUBLISHED, RunState.UNCHANGED):
         what = f"published cut {record.cut_id}" if record.state == RunState.PUBLISHED else "finished unchanged"
         raise LedgerError(f"group {group!r}, run {run_key!r} {what}; only unpublished runs can be superseded")
-    ledger.set_run_state(group, run_key, RunState.SUPERSEDED, replaced_by=record.replaced_by or by)
-    logger.warning("group=%s run=%s W=%s: superseded by %s", group, run_key, record.watermark, by)
+    ledger.set_run_state(group, run_key, RunState.SUPERSEDED)
+    logger.warning("group=%s run=%s W=%s: superseded by hand", group, run_key, record.watermark)
     found = ledger.get_run(group, run_key)
     assert found is not None
     return found

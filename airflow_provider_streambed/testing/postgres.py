@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,3 +173,35 @@ class ThrowawayCluster:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def wait_for_quiet_wal(dsn: str, quiet_seconds: float = 16.0, timeout_seconds: float = 120.0) -> str:
+    """Checkpoint, then wait until the server's WAL insert position stays put; returns that position.
+
+    After the last write the server still writes a little WAL on its own: the background writer
+    logs a running-transactions record up to 15 s later, and a checkpoint comes when it is due.
+    ``CHECKPOINT`` takes the due one now; ``quiet_seconds`` outlasts the background writer's
+    interval. What a quiet source looks like to a run: W equals the last cut's W.
+
+    Raises:
+        TimeoutError: the position kept moving for ``timeout_seconds`` (something writes).
+    """
+    import psycopg
+
+    deadline = time.monotonic() + timeout_seconds
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+        def position() -> str:
+            row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+            assert row is not None
+            return str(row[0])
+
+        last, since = position(), time.monotonic()
+        while time.monotonic() - since < quiet_seconds:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the WAL position kept moving for {timeout_seconds} s (now {last})")
+            time.sleep(0.5)
+            if (now := position()) != last:
+                last, since = now, time.monotonic()
+        return last

@@ -31,12 +31,14 @@ def test_cuts_list_show_and_verify(sqlite_props: dict[str, str], capsys: pytest.
 
     assert main(["cuts", "list", *base, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [(c["cut_id"], c["watermark"], c["prev_watermark"]) for c in listed] == [(1, "0/3E8", None),
-                                                                                 (2, "0/7D0", "0/3E8")]
+    assert [(c["cut_id"], c["watermark"], c["prev_watermark"]) for c in listed["cuts"]] == [(1, "0/3E8", None),
+                                                                                         (2, "0/7D0", "0/3E8")]
+    assert listed["checked_by"] == "run2" and listed["source_checked_at"] is not None
     assert main(["cuts", "list", *base]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["cut_id", "watermark", "prev_watermark", "published_at", "run_key"]
-    assert table[3].split()[:2] == ["2", "0/7D0"]
+    assert table[0].startswith("group bank: cut 2 (W=0/7D0) published at ") and "source checked at 20" in table[0]
+    assert table[1].split() == ["cut_id", "watermark", "prev_watermark", "published_at", "run_key"]
+    assert table[4].split()[:2] == ["2", "0/7D0"]
 
     assert main(["cuts", "show", *base, "--cut", "1", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)

@@ -126,15 +126,15 @@ def test_supersede_by_hand_refuses_finished_runs(ledger: Ledger) -> None:
         ledger.record_cut(connection, "bank", "run-1", Lsn(100), {})
         ledger.mark_published(connection, "bank", "run-1", Lsn(100), 1)
     with pytest.raises(LedgerError, match="run 'run-1' published cut 1; only unpublished runs"):
-        supersede_run(ledger, "bank", "run-1", by="cli")
+        supersede_run(ledger, "bank", "run-1")
     ledger.pin_run("bank", "run-2", Lsn(100))
     ledger.set_run_state("bank", "run-2", RunState.UNCHANGED, cut_id=1)
     with pytest.raises(LedgerError, match="run 'run-2' finished unchanged"):
-        supersede_run(ledger, "bank", "run-2", by="cli")
+        supersede_run(ledger, "bank", "run-2")
     ledger.pin_run("bank", "run-3", Lsn(300))
-    assert supersede_run(ledger, "bank", "run-3", by="cli").state == RunState.SUPERSEDED
+    assert supersede_run(ledger, "bank", "run-3").state == RunState.SUPERSEDED
     with pytest.raises(LedgerError, match="group 'bank' has no run 'nope'"):
-        supersede_run(ledger, "bank", "nope", by="cli")
+        supersede_run(ledger, "bank", "nope")
 
 
 def test_an_unchanged_run_frees_the_group_and_counts_as_a_check(ledger: Ledger) -> None:
