@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from airflow.sdk.observability import stats
 from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
 
-from airflow_provider_streambed.operators.capture import emit_metrics
+from airflow_provider_streambed.ledger import Ledger, RunState
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.operators.capture import emit_freshness, emit_metrics
 
 SUMMARY = {"holdback_count": 2, "holdback_oldest_age_seconds": 75.5, "transactions": 12, "changes": 340,
            "watermark": "0/16B3748", "holdback_probe_failed": False}
@@ -40,3 +43,19 @@ def test_capture_figures_are_sent_as_gauges(statsd_socket: socket.socket) -> Non
         "airflow.streambed.bank.holdback_oldest_age_seconds:75.5|g",
         "airflow.streambed.bank.transactions:12|g",
     ]
+
+
+def test_freshness_is_sent_after_an_unchanged_run(statsd_socket: socket.socket, tmp_path: Path) -> None:
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    ledger.create()
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    with ledger.begin() as connection:
+        cut = ledger.record_cut(connection, "bank", "run-1", Lsn(100), {})
+        ledger.mark_published(connection, "bank", "run-1", Lsn(100), cut.cut_id)
+    unchanged = ledger.pin_run("bank", "run-2", Lsn(100))
+    ledger.set_run_state("bank", "run-2", RunState.UNCHANGED, cut_id=1)
+    emit_freshness(ledger, "bank")
+    received = dict(statsd_socket.recv(512).decode().removesuffix("|g").split(":") for _ in range(2))
+    assert float(received["airflow.streambed.bank.source_checked_at"]) == unchanged.pinned_at.timestamp()
+    assert float(received["airflow.streambed.bank.last_cut_published_at"]) == cut.published_at.timestamp()
+    assert unchanged.pinned_at > cut.published_at
