@@ -15,7 +15,7 @@ from typing import Any
 from airflow_provider_streambed.cli_cuts import table
 from airflow_provider_streambed.exceptions import LedgerError
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
-from airflow_provider_streambed.ledger.runs import supersede_run
+from airflow_provider_streambed.ledger.claims import supersede_run
 
 logger = logging.getLogger(__name__)
 

@@ -19,13 +19,8 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
-from airflow_provider_streambed.ledger.runs import (
-    UnchangedRun,
-    admit_run,
-    confirm_claim,
-    settle_failure,
-    unchanged_message,
-)
+from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
+from airflow_provider_streambed.ledger.runs import UnchangedRun, unchanged_message
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.run_key import make_run_key
 

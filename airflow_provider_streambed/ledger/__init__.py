@@ -2,8 +2,9 @@
 
 The ledger lives in the Iceberg ``SqlCatalog``'s own database (an SQLite file or a PostgreSQL
 database), so a cut's ledger rows and the member tables' pointer updates can be written in one
-database transaction. :mod:`.schema` holds the tables, :mod:`.runs` the runs and their
-serialisation per group, :mod:`.cuts` the published cuts; :class:`Ledger` reads and writes both.
+database transaction. :mod:`.schema` holds the tables, :mod:`.runs` the runs, :mod:`.claims`
+their serialisation per group, :mod:`.cuts` the published cuts; :class:`Ledger` reads and
+writes runs and cuts.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import LedgerError, is_final
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
-from airflow_provider_streambed.ledger.runs import UnchangedRun, admit_run, settle_failure
+from airflow_provider_streambed.ledger.claims import admit_run, settle_failure
+from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.run_key import make_run_key
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,8 @@ from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
 from airflow_provider_streambed.ledger import Ledger, RunRecord
-from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun, admit_run, confirm_claim
+from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim
+from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
 

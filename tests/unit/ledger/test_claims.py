@@ -8,10 +8,7 @@ import pytest
 
 from airflow_provider_streambed.exceptions import GroupBusyError, LedgerError, RunSupersededError, SourceError
 from airflow_provider_streambed.ledger import Ledger, RunState
-from airflow_provider_streambed.ledger.runs import (
-    DagRunRef,
-    RunRecord,
-    UnchangedRun,
+from airflow_provider_streambed.ledger.claims import (
     admit_run,
     claim_group,
     confirm_claim,
@@ -19,6 +16,7 @@ from airflow_provider_streambed.ledger.runs import (
     settle_failure,
     supersede_run,
 )
+from airflow_provider_streambed.ledger.runs import DagRunRef, RunRecord, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 
 
