@@ -52,11 +52,6 @@ def ledger_of(catalog: Catalog) -> Ledger:
     return Ledger(engine if engine is not None else catalog.properties["uri"])
 
 
-def supports_group_commit(catalog: Catalog) -> bool:
-    """Whether the catalog can move several tables' pointers in one transaction."""
-    return isinstance(catalog, SqlCatalog)
-
-
 def plan_snapshot_files(table: Table, snapshot_id: int | None) -> tuple[str, ...]:
     """The data file URIs of ``table`` at ``snapshot_id`` (``None``: the table is empty).
 

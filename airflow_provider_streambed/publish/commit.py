@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import cast
+from functools import partial
+from typing import Protocol, cast
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.exceptions import PublishConflictError
-from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
+from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.tables import MemberPlan
+from airflow_provider_streambed.publish.tables import BuiltMember, MemberPlan
 
 logger = logging.getLogger(__name__)
 
@@ -36,12 +38,36 @@ class AlreadyPublished(Exception):
         self.record = record
 
 
-def cut_members(plans: Mapping[str, MemberPlan]) -> dict[str, CutMember]:
-    """The ledger's member rows for the planned snapshots."""
-    return {
-        plan.member: CutMember(plan.member, plan.table_name, plan.snapshot_id, plan.new_location)
-        for plan in plans.values()
-    }
+class GroupCommit(Protocol):
+    """Makes every member's new metadata current and records the cut: all of it, or nothing.
+
+    One interface for every catalog that can commit several tables atomically; :func:`group_commit_for`
+    finds the implementation (today: the SQL catalog's database transaction, :func:`commit_group`).
+    """
+
+    def __call__(
+        self,
+        ledger: Ledger,
+        group: str,
+        run_key: str,
+        watermark: Lsn,
+        cut_id: int,
+        built: Mapping[str, BuiltMember],
+        before_commit: BeforeCommit | None = None,
+    ) -> CutRecord:
+        """Commit the cut.
+
+        Raises:
+            AlreadyPublished: the run is in the ledger already (nothing changed).
+            PublishConflictError: a member table or the group's cut sequence moved meanwhile.
+        """
+
+
+def group_commit_for(catalog: Catalog) -> GroupCommit | None:
+    """The catalog's atomic multi-table commit, or ``None`` when it has none."""
+    if isinstance(catalog, SqlCatalog):
+        return partial(commit_group, catalog)
+    return None
 
 
 def swap_pointers(catalog: SqlCatalog, connection: Connection, group: str, plans: Iterable[MemberPlan]) -> None:
@@ -110,10 +136,10 @@ def commit_group(
     run_key: str,
     watermark: Lsn,
     cut_id: int,
-    plans: Mapping[str, MemberPlan],
+    built: Mapping[str, BuiltMember],
     before_commit: BeforeCommit | None = None,
 ) -> CutRecord:
-    """Swap every member's pointer and record cut ``cut_id`` in one transaction.
+    """The SQL catalog's :class:`GroupCommit`: every pointer swap and the cut's rows in one transaction.
 
     Raises:
         AlreadyPublished: the run is in the ledger already (nothing changed).
@@ -123,10 +149,10 @@ def commit_group(
         existing = ledger.cut_for_run(group, run_key, connection)
         if existing is not None:
             raise AlreadyPublished(existing)
-        swap_pointers(catalog, connection, group, plans.values())
+        swap_pointers(catalog, connection, group, [member.plan for member in built.values()])
         if before_commit is not None:
             before_commit(connection)
-        record = record_cut(ledger, connection, group, run_key, watermark, cut_id, plans)
+        record = record_cut(ledger, connection, group, run_key, watermark, cut_id, built)
     return record
 
 
@@ -137,10 +163,11 @@ def record_cut(
     run_key: str,
     watermark: Lsn,
     cut_id: int,
-    plans: Mapping[str, MemberPlan],
+    built: Mapping[str, BuiltMember],
 ) -> CutRecord:
     """Insert the cut's ledger rows; mark the run published and older pinned runs superseded."""
-    record = ledger.record_cut(connection, group, run_key, watermark, cut_members(plans))
+    members = {name: member.cut_member() for name, member in built.items()}
+    record = ledger.record_cut(connection, group, run_key, watermark, members)
     if record.cut_id != cut_id:
         raise PublishConflictError(
             f"group {group!r}: cut {record.cut_id - 1} was published while run {run_key!r} built cut {cut_id}; "

@@ -19,9 +19,10 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CreateTableTransaction, Transaction
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_streambed.catalog import supports_group_commit, warehouse_of
+from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
@@ -33,8 +34,15 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.attempts import Attempt, abandon, sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
-from airflow_provider_streambed.publish.commit import AlreadyPublished, BeforeCommit, commit_group, record_cut
+from airflow_provider_streambed.publish.commit import (
+    AlreadyPublished,
+    BeforeCommit,
+    GroupCommit,
+    group_commit_for,
+    record_cut,
+)
 from airflow_provider_streambed.publish.tables import (
+    BuiltMember,
     MemberPlan,
     build_member,
     current_pointers,
@@ -55,18 +63,29 @@ WATERMARK_PROPERTY = "streambed.watermark-lsn"
 RUN_KEY_PROPERTY = "streambed.run-key"
 
 
-def check_capability(catalog: Catalog, group: RefreshGroup) -> None:
-    """Refuse a catalog that cannot commit several tables atomically, unless the group opts out.
+def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | None = None) -> GroupCommit | None:
+    """The catalog's atomic group commit for ``group``; ``None`` when the group opted out (``per_table``).
 
     Raises:
         CatalogCapabilityError: the catalog has no group commit and ``group.atomicity`` is ``group``.
+        PublishError: the ledger is not in the SQL catalog's database (its rows must commit with the cut).
     """
-    if group.atomicity == "group" and not supports_group_commit(catalog):
+    if group.atomicity != "group":
+        return None
+    commit = group_commit_for(catalog)
+    if commit is None:
         raise CatalogCapabilityError(
             f"group {group.name!r}: catalog {catalog.name!r} ({type(catalog).__name__}) cannot commit several "
             "tables atomically; use a SQL catalog (SQLite or PostgreSQL) or declare atomicity='per_table' "
             "(weaker: readers may see a half-published cut)"
         )
+    if ledger is not None and isinstance(catalog, SqlCatalog) and _url(ledger.engine) != _url(catalog.engine):
+        raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
+    return commit
+
+
+def _url(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=False)
 
 
 def run_watermark(group: RefreshGroup, run_key: str, manifests: Mapping[str, MemberManifest]) -> Lsn:
@@ -111,10 +130,14 @@ def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn, last: C
         raise PublishError(
             f"group {group!r}, run {run_key!r}: staged at W={watermark} but the ledger pinned W={run.watermark}"
         )
-    if run is not None and run.state in (RunState.SUPERSEDED, RunState.UNCHANGED):
+    if run is not None and run.state == RunState.SUPERSEDED:
+        by = f" by run {run.replaced_by}" if run.replaced_by else ""
         raise RunSupersededError(
-            f"group {group!r}, run {run_key!r} (W={watermark}) is {run.state.value}"
-            + (f" (by run {run.replaced_by})" if run.replaced_by else "") + "; it cannot publish"
+            f"group {group!r}, run {run_key!r} (W={watermark}) was superseded{by}; it cannot publish"
+        )
+    if run is not None and run.state == RunState.UNCHANGED:
+        raise PublishError(
+            f"group {group!r}, run {run_key!r} (W={watermark}) found nothing new; it has no cut to publish"
         )
     if last is not None and watermark <= last.watermark:
         raise PublishError(
@@ -151,7 +174,7 @@ def publish_cut(
         PublishConflictError: another writer changed a member table or published meanwhile.
         PublishError: the manifests or the ledger do not allow the publish.
     """
-    check_capability(catalog, group)
+    commit = check_capability(catalog, group, ledger)
     existing = ledger.cut_for_run(group.name, run_key)
     last = ledger.last_cut(group.name)
     if existing is None and last is not None and last.run_key == run_key:
@@ -173,8 +196,9 @@ def publish_cut(
     }
     draft = _Draft(group, run_key, watermark, cut_id, last, manifests, properties)
     try:
-        if group.atomicity == "group" and isinstance(catalog, SqlCatalog):
-            record = _publish_group(catalog, ledger, draft, before_commit)
+        if commit is not None:
+            assert isinstance(catalog, SqlCatalog)  # pointers and attempts are read from its tables (REST: issue 16)
+            record = _publish_group(catalog, ledger, draft, commit, before_commit)
         else:
             record = _publish_per_table(catalog, ledger, draft)
     except PublishConflictError:
@@ -203,14 +227,10 @@ class _Draft:
 
 
 def _publish_group(
-    catalog: SqlCatalog, ledger: Ledger, draft: _Draft, before_commit: BeforeCommit | None
+    catalog: SqlCatalog, ledger: Ledger, draft: _Draft, commit: GroupCommit, before_commit: BeforeCommit | None
 ) -> CutRecord:
-    """Atomic publish: every member pointer and the ledger rows in one catalog transaction."""
+    """Atomic publish: every member pointer and the ledger rows in one catalog commit."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
-    if ledger.engine.url.render_as_string(hide_password=False) != catalog.engine.url.render_as_string(
-        hide_password=False
-    ):
-        raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
     warehouse = warehouse_of(catalog)
     plans = plan_members(catalog, group.namespace, manifests, current_pointers(catalog, group.namespace, manifests))
     check_unchanged(group.name, plans, draft.last)
@@ -218,12 +238,12 @@ def _publish_group(
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
     try:
-        parallel(
+        built = parallel(
             lambda p: build_member(p, files[p.member], draft.properties, tag, attempt.commit_uuid), plans.values(),
             warehouse,
         )
-        record = commit_group(catalog, ledger, group.name, run_key, draft.watermark, draft.cut_id, plans,
-                              before_commit)
+        record = commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
+                        {member.plan.member: member for member in built}, before_commit)
     except AlreadyPublished as found:
         abandon(catalog, warehouse, attempt)
         return found.record
@@ -253,16 +273,17 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: _Draft) -> CutRe
     plans = plan_members(catalog, group.namespace, manifests, pointers)
     check_unchanged(group.name, plans, draft.last)
     tag = cut_tag(group.name, draft.cut_id)
+    built = {}
     for plan in plans.values():
         files = move_staged_files(plan, manifests[plan.member].files, run_key)
         if plan.base_location is None:
             transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
         else:
             transaction = plan.table.transaction()
-        plan.snapshot_id = stage_cut_updates(transaction, files, draft.properties, tag, None)
-        plan.new_location = transaction.commit_transaction().metadata_location
+        snapshot_id = stage_cut_updates(transaction, files, draft.properties, tag, None)
+        built[plan.member] = BuiltMember(plan, snapshot_id, transaction.commit_transaction().metadata_location)
     with ledger.begin() as connection:
-        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, plans)
+        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, built)
 
 
 def _clean_up(catalog: Catalog, ledger: Ledger, group: str, run_key: str, record: CutRecord, retention: float) -> None:

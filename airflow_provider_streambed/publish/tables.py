@@ -44,6 +44,7 @@ from sqlalchemy import select
 
 from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll
 from airflow_provider_streambed.staging import MemberManifest
 
@@ -67,18 +68,16 @@ def run_data_dir(table_location: str, run_key: str) -> str:
     return f"{table_location.rstrip('/')}/data/{run_key}"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class MemberPlan:
-    """One member's table before and after the cut.
+    """One member's table before the cut, and where its next metadata file goes.
 
     Attributes:
         member: member name.
         identifier: ``(namespace, table)``.
         table: the current table, or a staged new table on first use.
         base_location: the current metadata location (``None``: the table does not exist yet).
-        new_location: where the new metadata file is written.
-        new_metadata: the table metadata with the cut's snapshot (set by :func:`build_member`).
-        snapshot_id: the cut's snapshot id (set by :func:`build_member`).
+        new_location: where the new metadata file is written (the group commit points there).
     """
 
     member: str
@@ -86,13 +85,30 @@ class MemberPlan:
     table: Table
     base_location: str | None
     new_location: str
-    new_metadata: TableMetadata | None = None
-    snapshot_id: int = 0
 
     @property
     def table_name(self) -> str:
         """``namespace.table``."""
         return ".".join(self.identifier)
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltMember:
+    """A member's next snapshot, written to a metadata file that the commit makes current.
+
+    Attributes:
+        plan: the member's plan.
+        snapshot_id: the cut's snapshot of the member table.
+        metadata_location: the metadata file holding it.
+    """
+
+    plan: MemberPlan
+    snapshot_id: int
+    metadata_location: str
+
+    def cut_member(self) -> CutMember:
+        """The ledger's row for this member in the cut."""
+        return CutMember(self.plan.member, self.plan.table_name, self.snapshot_id, self.metadata_location)
 
 
 def parallel(function: Callable[[T], R], items: Iterable[T], location: str) -> list[R]:
@@ -250,10 +266,10 @@ class _MemoTransaction(Transaction):
 
 def build_member(
     plan: MemberPlan, files: tuple[str, ...], snapshot_properties: dict[str, str], tag: str, commit_uuid: object
-) -> MemberPlan:
+) -> BuiltMember:
     """Stage the cut's updates for one member and write its new metadata file (no pointer move)."""
     transaction = _MemoTransaction(plan.table)
-    plan.snapshot_id = stage_cut_updates(transaction, files, snapshot_properties, tag, commit_uuid)
-    plan.new_metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
-    ToOutputFile.table_metadata(plan.new_metadata, plan.table.io.new_output(plan.new_location))
-    return plan
+    snapshot_id = stage_cut_updates(transaction, files, snapshot_properties, tag, commit_uuid)
+    metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
+    ToOutputFile.table_metadata(metadata, plan.table.io.new_output(plan.new_location))
+    return BuiltMember(plan, snapshot_id, plan.new_location)

@@ -10,10 +10,10 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.catalog import open_catalog, warehouse_of
-from airflow_provider_streambed.exceptions import PublishConflictError, PublishError
+from airflow_provider_streambed.exceptions import PublishConflictError, PublishError, RunSupersededError
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish import cut as cut_module
+from airflow_provider_streambed.publish import commit as commit_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.staging import group_staging_dir, staging_root
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
@@ -128,14 +128,14 @@ def test_a_writer_racing_the_build_is_caught_by_compare_and_swap(
                                                               bank_tables(1)))
     manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
     before = catalog.load_table(f"ns.{other}").metadata_location
-    real_commit = cut_module.commit_group
+    real_commit = commit_module.commit_group
 
     def racing_commit(*args: object, **kwargs: object) -> object:
         # another writer commits to the raced table after this cut read it, before the pointer swap
         catalog.load_table(f"ns.{raced}").append(bank_tables(7)[raced])
         return real_commit(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cut_module, "commit_group", racing_commit)
+    monkeypatch.setattr(commit_module, "commit_group", racing_commit)
     metadata_before = _metadata_files(catalog, other)
     with pytest.raises(PublishConflictError, match=rf"member '{raced}': table ns.{raced} was changed by another"):
         publish_cut(catalog, ledger, group, "run2", manifests)
@@ -151,7 +151,7 @@ def test_manifests_must_cover_every_member_at_one_watermark(catalog: SqlCatalog,
         publish_cut(catalog, ledger, group, "run1", {"accounts": manifests["accounts"]})
     older = pin_and_stage(ledger, warehouse, "bank", "run0", Lsn(500), bank_tables(2))
     publish_cut(catalog, ledger, group, "run1", manifests)
-    with pytest.raises(PublishError, match=r"run 'run0' \(W=0/1F4\) was superseded"):
+    with pytest.raises(RunSupersededError, match=r"run 'run0' \(W=0/1F4\) was superseded by run run1"):
         publish_cut(catalog, ledger, group, "run0", older)
     late = pin_and_stage(ledger, warehouse, "bank", "late", Lsn(900), bank_tables(2))
     with pytest.raises(PublishError, match=r"run 'late': W=0/384 is not above cut 1's W=0/3E8"):
