@@ -83,7 +83,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         One application for all members (``[[]]``), or with ``application_per_member`` one per
         member still to compute, sources first (members already staged for W are not resubmitted).
         """
-        from airflow_provider_streambed.refresh.staging_io import staged_manifest
+        from airflow_provider_streambed.staging.members import staged_manifest
 
         if not self.application_per_member:
             return [[]]

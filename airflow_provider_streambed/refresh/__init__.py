@@ -13,7 +13,7 @@ from airflow_provider_streambed.refresh.plan import (
     run_local_spark_submit,
     write_job_spec,
 )
-from airflow_provider_streambed.refresh.staging_io import collect_member_manifests
+from airflow_provider_streambed.staging.members import collect_member_manifests
 
 __all__ = [
     "build_job_spec",

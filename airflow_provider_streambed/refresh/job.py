@@ -25,8 +25,8 @@ from airflow_provider_streambed.refresh.members import (
     first_lines,
 )
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
-from airflow_provider_streambed.refresh.staging_io import ERROR_MARKER, stage_member_output, staged_manifest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, TableCapture, read_json
+from airflow_provider_streambed.staging.members import ERROR_MARKER, stage_member_output, staged_manifest
 
 logger = logging.getLogger(__name__)
 

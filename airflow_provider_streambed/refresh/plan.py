@@ -23,7 +23,6 @@ from airflow_provider_streambed.catalog import plan_snapshot_files, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
-from airflow_provider_streambed.refresh.staging_io import ERROR_MARKER
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     CaptureManifest,
@@ -33,6 +32,7 @@ from airflow_provider_streambed.staging import (
     staging_root,
     write_json,
 )
+from airflow_provider_streambed.staging.members import ERROR_MARKER
 
 logger = logging.getLogger(__name__)
 

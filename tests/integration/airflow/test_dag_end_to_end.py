@@ -18,9 +18,9 @@ from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, Strea
 from airflow_provider_streambed.examples.bank import Writer, load_bank, move_money
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh.staging_io import read_member_manifest
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.staging import staging_root
+from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.airflow.bank import check_cut
 from tests.integration.airflow.conftest import rerun, spark_kwargs, sync_dags
 from tests.integration.airflow.members import FLAKY_FLAG

@@ -17,8 +17,8 @@ from sqlalchemy import Connection
 from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.publish import publish_cut
-from airflow_provider_streambed.refresh.staging_io import read_member_manifest
 from airflow_provider_streambed.staging import staging_root
+from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.publish.helpers import make_group
 
 

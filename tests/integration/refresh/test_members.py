@@ -16,7 +16,7 @@ from airflow_provider_streambed.declarations import Mirror, PythonMember, Refres
 from airflow_provider_streambed.exceptions import RefreshError, WatermarkError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row
 from tests.integration.refresh.jobs import stage_spec
 

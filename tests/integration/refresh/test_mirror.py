@@ -13,7 +13,7 @@ from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import capture_dir, read_staged, sorted_rows, stage_spec
 

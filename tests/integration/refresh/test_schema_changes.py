@@ -26,8 +26,8 @@ from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.staging_io import read_member_manifest
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, staging_root
+from airflow_provider_streambed.staging.members import read_member_manifest
 
 pytestmark = pytest.mark.slow
 

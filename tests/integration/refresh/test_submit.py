@@ -11,7 +11,7 @@ from airflow_provider_streambed.declarations import PythonMember
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import collect_member_manifests, run_local_spark_submit, write_job_spec
-from airflow_provider_streambed.refresh.staging_io import read_member_manifest
+from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.jobs import read_staged, sorted_rows, stage_spec
 from tests.integration.refresh.python_members import FLAKY_FLAG
 from tests.integration.refresh.test_members import MODULE, derived_group, region_models

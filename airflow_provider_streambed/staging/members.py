@@ -17,15 +17,9 @@ from pyarrow import fs
 
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.staging import (
-    JobSpec,
-    MemberManifest,
-    join,
-    member_dir,
-    member_manifest_uri,
-    read_json,
-    write_json,
-)
+from airflow_provider_streambed.staging.json_io import read_json, write_json
+from airflow_provider_streambed.staging.paths import join, member_dir, member_manifest_uri
+from airflow_provider_streambed.staging.records import JobSpec, MemberManifest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

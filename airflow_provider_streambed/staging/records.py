@@ -1,86 +1,15 @@
-"""Staged files between the steps of a run, and the small JSON records that describe them.
+"""The records that describe a run's staged files: capture and member manifests, the job spec.
 
-Everything a run produces lives under its staging root
-``<warehouse>/_streambed/<group>/<run key>/``:
-
-- ``_capture/<member>/*.parquet``: changelog segments of each mirrored table (capture step),
-  and ``_capture/manifest.json`` (:class:`CaptureManifest`), written last.
-- ``_job/spec.json``: the Spark job spec (:class:`JobSpec`), written by whoever submits the job.
-- ``<member>/*.parquet`` and ``<member>/_manifest.json`` (:class:`MemberManifest`), written last
-  by the refresh step; publish reads only members whose manifest exists.
-
-A record whose file exists is complete (it is written after everything it names), so a retry
-skips the work behind every record it finds for the same watermark. Paths are URIs
-(``file://``, ``s3://``, ...) read and written through ``pyarrow.fs``. This module is pure data
-plus JSON I/O: the capture step, the Spark job and the publish step all import it.
+A record whose file exists is complete (it is written after everything it names). The records
+are pure data with a JSON form; :mod:`.json_io` reads and writes them.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyarrow import fs
-
 from airflow_provider_streambed.lsn import Lsn
-
-CAPTURE_DIR = "_capture"
-MANIFEST_NAME = "manifest.json"
-MEMBER_MANIFEST_NAME = "_manifest.json"
-JOB_SPEC_PATH = "_job/spec.json"
-
-#: Changelog segment columns added to each source row (see DESIGN.md section 2).
-COMMIT_LSN, XID, SEQ, OP = "_commit_lsn", "_xid", "_seq", "_op"
-#: Prefix of the per-column unchanged-TOAST marker (``_toast_<column>``, boolean).
-TOAST_MARKER_PREFIX = "_toast_"
-#: Changelog conventions the refresh step relies on: ``_op`` is ``I``/``U``/``D``/``T``; a ``D`` row
-#: carries at least the key columns of the deleted row; a ``T`` row (other columns null) removes
-#: every earlier row of its table; an update that changes the key is written as a ``D`` of the old
-#: key followed (same ``_commit_lsn``, higher ``_seq``) by a ``U`` of the new key whose
-#: unchanged-TOAST values are already resolved (a marker is resolved from the same key's
-#: previous image only). Bootstrap copy rows are ``I`` with ``_commit_lsn`` 0.
-OP_INSERT, OP_UPDATE, OP_DELETE, OP_TRUNCATE = "I", "U", "D", "T"
-
-
-def staging_root(warehouse: str, group: str, run_key: str) -> str:
-    """The staging root of one run: ``<warehouse>/_streambed/<group>/<run key>``."""
-    return f"{warehouse.rstrip('/')}/_streambed/{group}/{run_key}"
-
-
-def group_staging_dir(warehouse: str, group: str) -> str:
-    """Where every run of ``group`` stages (for cleanup of abandoned runs)."""
-    return f"{warehouse.rstrip('/')}/_streambed/{group}"
-
-
-def join(base: str, *parts: str) -> str:
-    """Join URI path parts with ``/``."""
-    return "/".join([base.rstrip("/"), *(part.strip("/") for part in parts)])
-
-
-def write_json(uri: str, record: dict[str, Any]) -> None:
-    """Write ``record`` as JSON to ``uri``, creating parent directories (atomic on local disk).
-
-    The file is written under a temporary name and then moved into place, so a reader never
-    sees a half-written record on file systems with atomic rename (local, HDFS).
-    """
-    filesystem, path = fs.FileSystem.from_uri(uri)
-    parent = path.rsplit("/", 1)[0]
-    filesystem.create_dir(parent, recursive=True)
-    temporary = f"{path}.tmp"
-    with filesystem.open_output_stream(temporary) as stream:
-        stream.write(json.dumps(record, indent=1, sort_keys=True).encode())
-    filesystem.move(temporary, path)
-
-
-def read_json(uri: str) -> dict[str, Any] | None:
-    """The JSON record at ``uri``, or ``None`` if there is no file."""
-    filesystem, path = fs.FileSystem.from_uri(uri)
-    if filesystem.get_file_info(path).type == fs.FileType.NotFound:
-        return None
-    with filesystem.open_input_stream(path) as stream:
-        data: dict[str, Any] = json.loads(stream.read())
-    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,18 +174,3 @@ class JobSpec:
             members=tuple(data.get("members", ())),
             previous_key_columns={k: tuple(v) for k, v in data.get("previous_key_columns", {}).items()},
         )
-
-
-def capture_manifest_uri(root: str) -> str:
-    """Where the capture manifest of the run staged at ``root`` lives."""
-    return join(root, CAPTURE_DIR, MANIFEST_NAME)
-
-
-def member_dir(root: str, member: str) -> str:
-    """Where a member's output of the run staged at ``root`` lives."""
-    return join(root, member)
-
-
-def member_manifest_uri(root: str, member: str) -> str:
-    """Where a member's manifest of the run staged at ``root`` lives."""
-    return join(root, member, MEMBER_MANIFEST_NAME)

@@ -1,0 +1,38 @@
+"""Where a run's staged files and records live under its staging root (URIs joined with ``/``)."""
+
+from __future__ import annotations
+
+CAPTURE_DIR = "_capture"
+MANIFEST_NAME = "manifest.json"
+MEMBER_MANIFEST_NAME = "_manifest.json"
+JOB_SPEC_PATH = "_job/spec.json"
+
+
+def staging_root(warehouse: str, group: str, run_key: str) -> str:
+    """The staging root of one run: ``<warehouse>/_streambed/<group>/<run key>``."""
+    return f"{warehouse.rstrip('/')}/_streambed/{group}/{run_key}"
+
+
+def group_staging_dir(warehouse: str, group: str) -> str:
+    """Where every run of ``group`` stages (for cleanup of abandoned runs)."""
+    return f"{warehouse.rstrip('/')}/_streambed/{group}"
+
+
+def join(base: str, *parts: str) -> str:
+    """Join URI path parts with ``/``."""
+    return "/".join([base.rstrip("/"), *(part.strip("/") for part in parts)])
+
+
+def capture_manifest_uri(root: str) -> str:
+    """Where the capture manifest of the run staged at ``root`` lives."""
+    return join(root, CAPTURE_DIR, MANIFEST_NAME)
+
+
+def member_dir(root: str, member: str) -> str:
+    """Where a member's output of the run staged at ``root`` lives."""
+    return join(root, member)
+
+
+def member_manifest_uri(root: str, member: str) -> str:
+    """Where a member's manifest of the run staged at ``root`` lives."""
+    return join(root, member, MEMBER_MANIFEST_NAME)
