@@ -175,13 +175,17 @@ class ThrowawayCluster:
         self.stop()
 
 
-def wait_for_quiet_wal(dsn: str, quiet_seconds: float = 16.0, timeout_seconds: float = 120.0) -> str:
-    """Checkpoint, then wait until the server's WAL insert position stays put; returns that position.
+def wait_for_quiet_wal(
+    dsn: str, quiet_seconds: float = 5.0, settle_seconds: float = 40.0, timeout_seconds: float = 120.0
+) -> str:
+    """Checkpoint, let the server write its last record, then wait until the WAL stays put.
 
-    After the last write the server still writes a little WAL on its own: the background writer
-    logs a running-transactions record up to 15 s later, and a checkpoint comes when it is due.
-    ``CHECKPOINT`` takes the due one now; ``quiet_seconds`` outlasts the background writer's
-    interval. What a quiet source looks like to a run: W equals the last cut's W.
+    After writes stop, the server still writes WAL of its own: a checkpoint when one is due, and
+    one running-transactions record by the background writer up to about 25 s after the last
+    "important" record (15 s interval, longer while it hibernates). ``CHECKPOINT`` takes the due
+    checkpoint now; then this waits (up to ``settle_seconds``) for the background writer's record,
+    and finally for ``quiet_seconds`` without any WAL. Returns the position: what a quiet source
+    looks like to a run, whose W then equals the last cut's W.
 
     Raises:
         TimeoutError: the position kept moving for ``timeout_seconds`` (something writes).
@@ -190,18 +194,21 @@ def wait_for_quiet_wal(dsn: str, quiet_seconds: float = 16.0, timeout_seconds: f
 
     deadline = time.monotonic() + timeout_seconds
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CHECKPOINT")
 
         def position() -> str:
             row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
             assert row is not None
             return str(row[0])
 
+        conn.execute("CHECKPOINT")
+        checkpointed, settle_until = position(), time.monotonic() + settle_seconds
+        while position() == checkpointed and time.monotonic() < settle_until:
+            time.sleep(0.25)
         last, since = position(), time.monotonic()
         while time.monotonic() - since < quiet_seconds:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the WAL position kept moving for {timeout_seconds} s (now {last})")
-            time.sleep(0.5)
+            time.sleep(0.25)
             if (now := position()) != last:
                 last, since = now, time.monotonic()
         return last
