@@ -149,6 +149,14 @@ def member_kind(member: Member) -> str:
     return next(kind for kind, cls in _KINDS.items() if isinstance(member, cls))
 
 
+def member_fields(member: Member) -> dict[str, Any]:
+    """A member's declaration as JSON-ready fields, with its ``kind`` (``RefreshGroup.from_dict`` reads them)."""
+    fields = {slot: getattr(member, slot) for slot in type(member).__slots__}
+    if "sources" in fields:
+        fields["sources"] = list(fields["sources"])
+    return {"kind": member_kind(member), **fields}
+
+
 @dataclass(frozen=True, slots=True)
 class RefreshGroup:
     """A set of tables refreshed and published together as transaction-consistent cuts.
@@ -251,12 +259,7 @@ class RefreshGroup:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form, for job specs; :meth:`from_dict` reverses it."""
-        members = []
-        for member in self.members:
-            fields = {slot: getattr(member, slot) for slot in type(member).__slots__}
-            if "sources" in fields:
-                fields["sources"] = list(fields["sources"])
-            members.append({"kind": member_kind(member), **fields})
+        members = [member_fields(member) for member in self.members]
         return {
             "name": self.name,
             "source_conn_id": self.source_conn_id,

@@ -141,14 +141,16 @@ def _run(
 
     started = time.perf_counter()
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key)
-    run_local_spark_submit(write_job_spec(spec), master=master, conf=dict(spark_conf or {}))
+    spec_uri = write_job_spec(spec)
+    if spec.computed_members():  # else every member is carried over: no Spark application
+        run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))
     manifests = collect_member_manifests(spec)
     times.refresh = time.perf_counter() - started
     logger.info("group=%s W=%s cut=%d: refreshed in %.2f s", group.name, spec.watermark, spec.cut_number,
                 times.refresh)
 
     started = time.perf_counter()
-    cut = publish_cut(catalog, ledger, group, run_key, manifests)
+    cut = publish_cut(catalog, ledger, group, run_key, manifests, carried=spec.carried)
     with psycopg.connect(source_dsn) as conn:
         advance_slot(conn, group, cut.watermark)
     times.publish = time.perf_counter() - started

@@ -24,6 +24,8 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, PublishError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
+from airflow_provider_streambed.publish.tables import cut_tag
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -136,10 +138,13 @@ class Cut:
         return frames
 
     def verify(self) -> list[str]:
-        """Problems with this cut: a member snapshot missing, or not carrying this cut's id and W."""
+        """Problems with this cut's member snapshots (empty when the cut is sound).
+
+        Each member snapshot must exist, bear this cut's tag, and have been made by this group: a
+        member's snapshot carries this cut's id and W, or, when the member had no change and was
+        carried over, an earlier cut's id and a lower W.
+        """
         problems = []
-        expected = {"streambed.group": self.group, "streambed.cut-id": str(self.cut_id),
-                    "streambed.watermark-lsn": str(self.watermark)}
         for name, member in sorted(self.members.items()):
             try:
                 current = self.catalog.load_table(member.table_identifier)
@@ -152,11 +157,29 @@ class Cut:
                                 f"{member.table_identifier}")
                 continue
             summary = snapshot.summary.additional_properties if snapshot.summary is not None else {}
-            for key, value in expected.items():
-                if summary.get(key) != value:
-                    problems.append(f"member {name!r}: snapshot {member.snapshot_id} has {key}={summary.get(key)!r}, "
-                                    f"expected {value!r}")
+            problems += [f"member {name!r}: snapshot {member.snapshot_id} {problem}"
+                         for problem in self._snapshot_problems(summary)]
+            tag = current.metadata.refs.get(cut_tag(self.group, self.cut_id))
+            if tag is None or tag.snapshot_id != member.snapshot_id:
+                problems.append(f"member {name!r}: tag {cut_tag(self.group, self.cut_id)} of "
+                                f"{member.table_identifier} does not name snapshot {member.snapshot_id}")
         return problems
+
+    def _snapshot_problems(self, summary: Mapping[str, str]) -> list[str]:
+        """What is wrong with a member snapshot's summary properties for this cut."""
+        if summary.get(GROUP_PROPERTY) != self.group:
+            return [f"has {GROUP_PROPERTY}={summary.get(GROUP_PROPERTY)!r}, expected {self.group!r}"]
+        made_by, made_at = summary.get(CUT_ID_PROPERTY, ""), summary.get(WATERMARK_PROPERTY, "")
+        if (made_by, made_at) == (str(self.cut_id), str(self.watermark)):
+            return []
+        try:
+            carried = int(made_by) < self.cut_id and Lsn.parse(made_at) < self.watermark
+        except ValueError:
+            carried = False
+        if carried:
+            return []
+        return [f"has {CUT_ID_PROPERTY}={made_by!r} and {WATERMARK_PROPERTY}={made_at!r}, expected cut "
+                f"{self.cut_id} at W={self.watermark} (or an earlier cut's, for a member carried over)"]
 
 
 @dataclass(frozen=True, slots=True)

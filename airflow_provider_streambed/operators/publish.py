@@ -100,8 +100,8 @@ class PublishCutOperator(StreambedBaseOperator):
         spec_data = read_json(join(staging_root(warehouse_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
         if spec_data is None:
             raise PublishError(f"group {self.group.name!r}, run {run_key!r}: no job spec; run refresh_group first")
-        manifests = collect_member_manifests(JobSpec.from_dict(spec_data))
-        return publish_cut(catalog, ledger, self.group, run_key, manifests,
+        spec = JobSpec.from_dict(spec_data)
+        return publish_cut(catalog, ledger, self.group, run_key, collect_member_manifests(spec), carried=spec.carried,
                            staging_retention_hours=self.staging_retention_hours)
 
     def emit_asset_events(self, context: Context, cut_id: int, watermark: str) -> None:

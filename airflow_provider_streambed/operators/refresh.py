@@ -18,7 +18,9 @@ logger = logging.getLogger(__name__)
 
 DOC_MD = """
 ### refresh_group
-Builds the job spec of this run from the ledger (the previous cut and this run's W) and submits
+Builds the job spec of this run from the ledger (the previous cut and this run's W). Members
+whose inputs did not change since the previous cut are carried over (logged with the reason);
+if no member needs work, no Spark application is started. Otherwise it submits
 **one Spark application** with the spark provider's `SparkSubmitHook` (connection
 `spark_conn_id`: local, standalone, YARN or Kubernetes). The job computes all members in
 dependency order and stages each member's Parquet files with a manifest written last. A retry
@@ -80,17 +82,21 @@ class RefreshGroupOperator(StreambedBaseOperator):
     def applications(self, spec: JobSpec) -> list[list[str]]:
         """The member lists of the Spark applications to submit, in order.
 
-        One application for all members (``[[]]``), or with ``application_per_member`` one per
-        member still to compute, sources first (members already staged for W are not resubmitted).
+        None when every member is carried over (nothing changed for it); else one application for
+        all members to compute (``[[]]``), or with ``application_per_member`` one per member still
+        to compute, sources first (members already staged for W are not resubmitted).
         """
         from airflow_provider_streambed.staging.members import staged_manifest
 
+        computed = set(spec.computed_members())
+        if not computed:
+            return []
         if not self.application_per_member:
             return [[]]
         return [
             [member.name]
             for member in self.group.topological_members()
-            if staged_manifest(spec.staging_root, member.name, spec.watermark) is None
+            if member.name in computed and staged_manifest(spec.staging_root, member.name, spec.watermark) is None
         ]
 
     def check_spark_connection(self) -> None:
@@ -154,4 +160,4 @@ class RefreshGroupOperator(StreambedBaseOperator):
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
         return {"run_key": run_key, "watermark_lsn": str(spec.watermark), "cut_number": spec.cut_number,
-                "members": rows}
+                "members": rows, "carried": dict(spec.carried)}

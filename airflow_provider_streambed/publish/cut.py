@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -28,10 +27,8 @@ from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
     PublishConflictError,
     PublishError,
-    RunSupersededError,
 )
-from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
-from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.publish.attempts import Attempt, abandon, sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
 from airflow_provider_streambed.publish.commit import (
@@ -41,9 +38,17 @@ from airflow_provider_streambed.publish.commit import (
     group_commit_for,
     record_cut,
 )
+from airflow_provider_streambed.publish.draft import (
+    CutDraft,
+    carried_members,
+    check_run,
+    check_unchanged,
+    run_watermark,
+)
 from airflow_provider_streambed.publish.tables import (
     BuiltMember,
     MemberPlan,
+    build_carried,
     build_member,
     current_pointers,
     cut_tag,
@@ -55,13 +60,6 @@ from airflow_provider_streambed.publish.tables import (
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)
-
-#: Snapshot summary properties every member snapshot of a cut carries.
-GROUP_PROPERTY = "streambed.group"
-CUT_ID_PROPERTY = "streambed.cut-id"
-WATERMARK_PROPERTY = "streambed.watermark-lsn"
-RUN_KEY_PROPERTY = "streambed.run-key"
-
 
 def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | None = None) -> GroupCommit | None:
     """The catalog's atomic group commit for ``group``; ``None`` when the group opted out (``per_table``).
@@ -88,63 +86,6 @@ def _url(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=False)
 
 
-def run_watermark(group: RefreshGroup, run_key: str, manifests: Mapping[str, MemberManifest]) -> Lsn:
-    """The run's W: the one watermark of all manifests, which must cover exactly the members.
-
-    Raises:
-        PublishError: members are missing or unknown, or the manifests disagree on W.
-    """
-    names = {member.name for member in group.members}
-    if missing := sorted(names - set(manifests)):
-        raise PublishError(f"group {group.name!r}, run {run_key!r}: no staged output for members {missing}")
-    if unknown := sorted(set(manifests) - names):
-        raise PublishError(f"group {group.name!r}, run {run_key!r}: staged output of unknown members {unknown}")
-    watermarks = {manifest.watermark for manifest in manifests.values()}
-    if len(watermarks) != 1:
-        found = {name: str(manifest.watermark) for name, manifest in sorted(manifests.items())}
-        raise PublishError(f"group {group.name!r}, run {run_key!r}: members were staged at different W: {found}")
-    return watermarks.pop()
-
-
-def check_unchanged(group: str, plans: Mapping[str, MemberPlan], last: CutRecord | None) -> None:
-    """Refuse to publish over a member table that another writer changed since the last cut.
-
-    Raises:
-        PublishConflictError: a member table's current snapshot is not the one of the last cut.
-    """
-    for plan in plans.values():
-        previous = None if last is None else last.members.get(plan.member)
-        current = plan.table.metadata.current_snapshot_id
-        if previous is not None and plan.base_location is not None and current != previous.snapshot_id:
-            raise PublishConflictError(
-                f"group {group!r}, member {plan.member!r}: table {plan.table_name} is at snapshot {current}, "
-                f"not at cut {last.cut_id if last else 0}'s snapshot {previous.snapshot_id}: another writer "
-                "changed it; nothing was published"
-            )
-
-
-def _check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn, last: CutRecord | None) -> None:
-    """Check the run against the ledger and the group's last cut."""
-    run = ledger.get_run(group, run_key)
-    if run is not None and run.watermark != watermark:
-        raise PublishError(
-            f"group {group!r}, run {run_key!r}: staged at W={watermark} but the ledger pinned W={run.watermark}"
-        )
-    if run is not None and run.state == RunState.SUPERSEDED:
-        by = f" by run {run.replaced_by}" if run.replaced_by else ""
-        raise RunSupersededError(
-            f"group {group!r}, run {run_key!r} (W={watermark}) was superseded{by}; it cannot publish"
-        )
-    if run is not None and run.state == RunState.UNCHANGED:
-        raise PublishError(
-            f"group {group!r}, run {run_key!r} (W={watermark}) found nothing new; it has no cut to publish"
-        )
-    if last is not None and watermark <= last.watermark:
-        raise PublishError(
-            f"group {group!r}, run {run_key!r}: W={watermark} is not above cut {last.cut_id}'s W={last.watermark}"
-        )
-
-
 def publish_cut(
     catalog: Catalog,
     ledger: Ledger,
@@ -152,6 +93,7 @@ def publish_cut(
     run_key: str,
     manifests: Mapping[str, MemberManifest],
     *,
+    carried: Collection[str] = (),
     staging_retention_hours: float = 24.0,
     before_commit: BeforeCommit | None = None,
 ) -> CutRecord:
@@ -162,7 +104,8 @@ def publish_cut(
         ledger: the run ledger, in the catalog's database for an atomic cut.
         group: the group declaration.
         run_key: the run key.
-        manifests: every member's staged output, all at the run's W.
+        manifests: the staged output of every member the run computed, all at the run's W.
+        carried: the other members: they keep their snapshot of the last cut (tagged with this cut).
         staging_retention_hours: how long staging of pinned (possibly running) runs is kept.
         before_commit: called inside the transaction after the pointer updates (fault injection).
 
@@ -184,17 +127,13 @@ def publish_cut(
                     existing.watermark, run_key)
         _clean_up(catalog, ledger, group.name, run_key, existing, staging_retention_hours)
         return existing
-    watermark = run_watermark(group, run_key, manifests)
-    _check_run(ledger, group.name, run_key, watermark, last)
+    pinned = ledger.get_run(group.name, run_key)
+    watermark = run_watermark(group, run_key, manifests, carried, pinned.watermark if pinned else None)
+    check_run(ledger, group.name, run_key, watermark, last)
     cut_id = 1 if last is None else last.cut_id + 1
     started = time.perf_counter()
-    properties = {
-        GROUP_PROPERTY: group.name,
-        CUT_ID_PROPERTY: str(cut_id),
-        WATERMARK_PROPERTY: str(watermark),
-        RUN_KEY_PROPERTY: run_key,
-    }
-    draft = _Draft(group, run_key, watermark, cut_id, last, manifests, properties)
+    draft = CutDraft(group, run_key, watermark, cut_id, last, manifests,
+                     carried_members(group.name, run_key, carried, last))
     try:
         if commit is not None:
             assert isinstance(catalog, SqlCatalog)  # pointers and attempts are read from its tables (REST: issue 16)
@@ -213,35 +152,27 @@ def publish_cut(
     return record
 
 
-@dataclass(frozen=True)
-class _Draft:
-    """The cut a run is about to publish: its number, W, snapshot properties and staged outputs."""
-
-    group: RefreshGroup
-    run_key: str
-    watermark: Lsn
-    cut_id: int
-    last: CutRecord | None
-    manifests: Mapping[str, MemberManifest]
-    properties: dict[str, str]
-
-
 def _publish_group(
-    catalog: SqlCatalog, ledger: Ledger, draft: _Draft, commit: GroupCommit, before_commit: BeforeCommit | None
+    catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, commit: GroupCommit, before_commit: BeforeCommit | None
 ) -> CutRecord:
     """Atomic publish: every member pointer and the ledger rows in one catalog commit."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     warehouse = warehouse_of(catalog)
-    plans = plan_members(catalog, group.namespace, manifests, current_pointers(catalog, group.namespace, manifests))
+    pointers = current_pointers(catalog, group.namespace, draft.members)
+    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers)
     check_unchanged(group.name, plans, draft.last)
-    files = {name: move_staged_files(plans[name], manifests[name].files, run_key) for name in plans}
+    files = {name: move_staged_files(plans[name], manifests[name].files, run_key) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
+
+    def build(plan: MemberPlan) -> BuiltMember:
+        if (kept := draft.carried.get(plan.member)) is not None:
+            return build_carried(plan, kept.snapshot_id, tag)
+        return build_member(plan, files[plan.member], draft.snapshot_properties(plan.member), tag,
+                            attempt.commit_uuid)
+
     try:
-        built = parallel(
-            lambda p: build_member(p, files[p.member], draft.properties, tag, attempt.commit_uuid), plans.values(),
-            warehouse,
-        )
+        built = parallel(build, plans.values(), warehouse)
         record = commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
                         {member.plan.member: member for member in built}, before_commit)
     except AlreadyPublished as found:
@@ -260,27 +191,32 @@ def _publish_group(
     return record
 
 
-def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: _Draft) -> CutRecord:
+def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft) -> CutRecord:
     """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
     pointers = {}
-    for name in manifests:
+    for name in draft.members:
         try:
             pointers[name] = catalog.load_table((group.namespace, name)).metadata_location
         except NoSuchTableError:
             continue
-    plans = plan_members(catalog, group.namespace, manifests, pointers)
+    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers)
     check_unchanged(group.name, plans, draft.last)
     tag = cut_tag(group.name, draft.cut_id)
     built = {}
     for plan in plans.values():
+        if (kept := draft.carried.get(plan.member)) is not None:
+            plan.table.manage_snapshots().create_tag(kept.snapshot_id, tag).commit()
+            location = catalog.load_table(plan.identifier).metadata_location
+            built[plan.member] = BuiltMember(plan, kept.snapshot_id, location)
+            continue
         files = move_staged_files(plan, manifests[plan.member].files, run_key)
         if plan.base_location is None:
             transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
         else:
             transaction = plan.table.transaction()
-        snapshot_id = stage_cut_updates(transaction, files, draft.properties, tag, None)
+        snapshot_id = stage_cut_updates(transaction, files, draft.snapshot_properties(plan.member), tag, None)
         built[plan.member] = BuiltMember(plan, snapshot_id, transaction.commit_transaction().metadata_location)
     with ledger.begin() as connection:
         return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, built)

@@ -39,6 +39,7 @@ from pyiceberg.table.update import (
     _TableMetadataUpdateContext,
     _update_table_metadata_log,
 )
+from pyiceberg.table.update.snapshot import ManageSnapshots
 from pyiceberg.utils.datetime import datetime_to_millis
 from sqlalchemy import select
 
@@ -136,16 +137,26 @@ def current_pointers(catalog: SqlCatalog, namespace: str, names: Iterable[str]) 
 
 
 def plan_members(
-    catalog: Catalog, namespace: str, manifests: Mapping[str, MemberManifest], pointers: Mapping[str, str]
+    catalog: Catalog,
+    namespace: str,
+    members: Iterable[str],
+    manifests: Mapping[str, MemberManifest],
+    pointers: Mapping[str, str],
 ) -> dict[str, MemberPlan]:
-    """Load (or stage, on first use) every member's table; ``pointers`` from :func:`current_pointers`."""
-    if any(name not in pointers for name in manifests):
+    """Load (or stage, on first use) every member's table; ``pointers`` from :func:`current_pointers`.
+
+    A table that does not exist yet takes its schema from the member's staged output (``manifests``).
+    """
+    names = list(members)
+    if any(name not in pointers for name in names):
         catalog.create_namespace_if_not_exists(namespace)
 
     def plan(member: str) -> MemberPlan:
         identifier = (namespace, member)
         location = pointers.get(member)
         if location is None:
+            if member not in manifests:
+                raise PublishError(f"member {member!r}: table {namespace}.{member} does not exist, nothing staged")
             staged = _stage_new_table(catalog, identifier, manifests[member])
             return MemberPlan(member, identifier, staged, None, staged.metadata_location)
         metadata = FromInputFile.table_metadata(load_file_io(catalog.properties, location).new_input(location))
@@ -157,7 +168,7 @@ def plan_members(
         )
         return MemberPlan(member, identifier, table, location, new_location)
 
-    return dict(zip(manifests, parallel(plan, manifests, warehouse_of(catalog)), strict=True))
+    return dict(zip(names, parallel(plan, names, warehouse_of(catalog)), strict=True))
 
 
 def _stage_new_table(catalog: Catalog, identifier: tuple[str, str], manifest: MemberManifest) -> StagedTable:
@@ -262,6 +273,16 @@ class _MemoTransaction(Transaction):
         if self._memo is None or self._memo[0] != len(self._updates):
             self._memo = (len(self._updates), apply_updates(self._table.metadata, self._updates))
         return self._memo[1]
+
+
+def build_carried(plan: MemberPlan, snapshot_id: int, tag: str) -> BuiltMember:
+    """Carry a member's snapshot into the cut: a metadata file that only adds the cut's tag to it."""
+    transaction = _MemoTransaction(plan.table)
+    with ManageSnapshots(transaction) as manage:
+        manage.create_tag(snapshot_id, tag)
+    metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
+    ToOutputFile.table_metadata(metadata, plan.table.io.new_output(plan.new_location))
+    return BuiltMember(plan, snapshot_id, plan.new_location)
 
 
 def build_member(

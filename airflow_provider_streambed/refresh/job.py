@@ -56,7 +56,7 @@ def check_spec(spec: JobSpec, group: RefreshGroup) -> None:
 
 
 def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> dict[str, MemberManifest]:
-    """Compute and stage the requested members (``members``, else ``spec.members``, else all).
+    """Compute and stage the requested members (``members``, else the spec's), never carried ones.
 
     Returns:
         The staged manifests of the requested members.
@@ -66,8 +66,12 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     """
     group = RefreshGroup.from_dict(spec.group)
     check_spec(spec, group)
-    requested = {name.lower() for name in (members or spec.members or [m.name for m in group.members])}
-    ordered = [member for member in group.topological_members() if member.name.lower() in requested]
+    requested = {name.lower() for name in (members or spec.computed_members())}
+    carried = {name.lower() for name in spec.carried}
+    ordered = [
+        member for member in group.topological_members()
+        if member.name.lower() in requested and member.name.lower() not in carried
+    ]
     captures = _captures(spec, group)
     staged: dict[str, MemberManifest] = {}
     failures: dict[str, str] = {}
@@ -147,6 +151,11 @@ def _source_files(
     spec: JobSpec, group: RefreshGroup, member: Member, source: str, staged: dict[str, MemberManifest]
 ) -> tuple[str, ...]:
     canonical = group.member(source).name
+    if canonical in spec.carried:
+        if canonical not in spec.previous_files:
+            raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "
+                               "names no files of its previous snapshot")
+        return spec.previous_files[canonical]
     manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
     if manifest is None:
         raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")

@@ -18,11 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
 
 from airflow_provider_streambed.catalog import plan_snapshot_files, warehouse_of
-from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     CaptureManifest,
@@ -69,19 +71,22 @@ def build_job_spec(
             f"group {group.name!r}, run {run_key!r}: W={manifest.watermark} is not after the previous cut "
             f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
         )
+    tables = {} if previous is None else _previous_tables(catalog, previous)
+    work = plan_work(group, {table.member: table for table in manifest.tables}, _known(previous, tables))
+    carried = {name: planned.reason for name, planned in work.items() if not planned.compute}
+    read_previous = {mirror.name for mirror in group.mirrors if mirror.name not in carried} | {
+        source for member in group.members if member.name not in carried
+        for source in (group.member(name).name for name in member.sources) if source in carried
+    }
     previous_files: dict[str, tuple[str, ...]] = {}
     previous_keys: dict[str, tuple[str, ...]] = {}
-    if previous is not None:
-        for mirror in group.mirrors:
-            cut_member = previous.members.get(mirror.name)
-            if cut_member is None:
-                continue  # a member added to the group since: built from its bootstrap
-            table = catalog.load_table(cut_member.table_identifier)
-            previous_files[mirror.name] = plan_snapshot_files(table, cut_member.snapshot_id)
-            schema = table.schema()
-            keys = schema.identifier_field_names()
-            if keys:
-                previous_keys[mirror.name] = tuple(field.name for field in schema.fields if field.name in keys)
+    for name, table in tables.items():
+        if name in read_previous:
+            assert previous is not None
+            previous_files[name] = plan_snapshot_files(table, previous.members[name].snapshot_id)
+        keys = table.schema().identifier_field_names()
+        if keys and isinstance(group.member(name), Mirror):
+            previous_keys[name] = tuple(field.name for field in table.schema().fields if field.name in keys)
     spec = JobSpec(
         group=group.to_dict(),
         run_key=run_key,
@@ -92,9 +97,31 @@ def build_job_spec(
         capture_manifest=capture_manifest_uri,
         previous_files=previous_files,
         previous_key_columns=previous_keys,
+        carried=carried,
     )
-    logger.info("group=%s W=%s cut=%d: job spec built", group.name, spec.watermark, spec.cut_number)
+    for planned in work.values():
+        logger.info("group=%s W=%s cut=%d: %s %s (%s)", group.name, spec.watermark, spec.cut_number,
+                    "computing" if planned.compute else "carrying over", planned.member, planned.reason)
+    if not spec.computed_members():
+        logger.info("group=%s W=%s cut=%d: no member changed; no Spark application is needed", group.name,
+                    spec.watermark, spec.cut_number)
     return spec
+
+
+def _previous_tables(catalog: Catalog, previous: CutRecord) -> dict[str, Table]:
+    """Every member table of the previous cut, loaded (its current metadata holds that cut's snapshot)."""
+    return {name: catalog.load_table(member.table_identifier) for name, member in previous.members.items()}
+
+
+def _known(previous: CutRecord | None, tables: Mapping[str, Table]) -> dict[str, PreviousMember]:
+    """What the previous cut's snapshots were made from: the definition digest and the columns."""
+    known = {}
+    for name, table in tables.items():
+        assert previous is not None
+        snapshot = table.snapshot_by_id(previous.members[name].snapshot_id)
+        summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
+        known[name] = PreviousMember(summary.get(DEFINITION_PROPERTY), tuple(f.name for f in table.schema().fields))
+    return known
 
 
 def _previous_cut(group: RefreshGroup, ledger: Ledger, run_key: str) -> CutRecord | None:

@@ -90,12 +90,12 @@ def _list_parquet(directory_uri: str) -> tuple[tuple[str, ...], int]:
 
 
 def collect_member_manifests(spec: JobSpec) -> dict[str, MemberManifest]:
-    """Every requested member's manifest staged for the spec's W.
+    """The manifest staged for the spec's W of every member the spec computes (carried ones have none).
 
     Raises:
         RefreshError: some members have no manifest for W; the message names them.
     """
-    names = spec.members or tuple(member["name"] for member in spec.group["members"])
+    names = spec.computed_members()
     found: dict[str, MemberManifest] = {}
     missing = []
     for name in names:

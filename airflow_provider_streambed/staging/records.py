@@ -136,6 +136,8 @@ class JobSpec:
         members: the members to compute (all by default; one when run per member).
         previous_key_columns: per mirror, its key in the previous cut (empty: not known); a
             changed key fails the refresh.
+        carried: members that keep their snapshot of the previous cut, with the reason (nothing
+            changed for them); the job computes none of them and reads them from ``previous_files``.
     """
 
     group: dict[str, Any]
@@ -148,6 +150,13 @@ class JobSpec:
     previous_files: dict[str, tuple[str, ...]] = field(default_factory=dict)
     members: tuple[str, ...] = ()
     previous_key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    carried: dict[str, str] = field(default_factory=dict)
+
+    def computed_members(self) -> tuple[str, ...]:
+        """The members this spec computes: the requested ones (default all) that are not carried."""
+        names = self.members or tuple(member["name"] for member in self.group["members"])
+        carried = {name.lower() for name in self.carried}
+        return tuple(name for name in names if name.lower() not in carried)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -173,4 +182,5 @@ class JobSpec:
             previous_files={k: tuple(v) for k, v in data.get("previous_files", {}).items()},
             members=tuple(data.get("members", ())),
             previous_key_columns={k: tuple(v) for k, v in data.get("previous_key_columns", {}).items()},
+            carried=dict(data.get("carried", {})),
         )

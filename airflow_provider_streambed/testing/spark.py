@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -24,3 +25,23 @@ def local_spark_session(app_name: str) -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+class EventLogs:
+    """A directory Spark writes its event logs to: counts the applications started (one file each).
+
+    Args:
+        directory: the directory, created if missing.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+
+    def conf(self) -> dict[str, str]:
+        """The Spark configuration that makes every application log there."""
+        return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": self.directory.as_uri()}
+
+    def applications(self) -> int:
+        """How many applications have written an event log."""
+        return len(list(self.directory.iterdir()))

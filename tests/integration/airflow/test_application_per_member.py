@@ -13,6 +13,7 @@ from airflow.sdk import DAG
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember, StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, load_bank, move_money
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.conftest import spark_kwargs, sync_dags
 
 pytestmark = pytest.mark.slow
@@ -28,17 +29,16 @@ def test_one_application_per_member(bank_connections: dict[str, str], pg_dsn: st
         members=[SqlMember("money", "SELECT sum(balance) AS total FROM accounts", sources=["accounts"]),
                  Mirror("accounts"), Mirror("transfers")],
     )
-    events = tmp_path / "spark-events"
-    events.mkdir()
+    events = EventLogs(tmp_path / "spark-events")
     options = spark_kwargs()
-    options["spark_conf"] |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri()}
+    options["spark_conf"] |= events.conf()
     options["spark_options"]["application_per_member"] = True
     with DAG("apps_e2e", schedule=None, start_date=START) as dag:
         StreambedRefreshGroup(group, **options)
     sync_dags(dag)
 
     assert dag.test(logical_date=START).state == "success"
-    assert len(list(events.iterdir())) == 3  # one application per member
+    assert events.applications() == 3  # one application per member
     cut = CutReader(bank_connections, group).latest()
     assert cut.to_arrow("money").to_pylist() == [{"total": ACCOUNTS * INITIAL_BALANCE}]
     assert sorted(cut.to_arrow("transfers")["id"].to_pylist()) == sorted(transfers)

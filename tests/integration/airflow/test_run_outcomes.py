@@ -31,6 +31,7 @@ from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, wait_for_quiet_wal
+from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.bank import check_cut
 from tests.integration.airflow.conftest import rerun, spark_kwargs, sync_dags
 from tests.integration.airflow.members import FLAKY_FLAG
@@ -63,11 +64,6 @@ def bank() -> Any:
     return bank
 
 
-def spark_applications(event_logs: Path) -> int:
-    """How many Spark applications wrote an event log (one file each)."""
-    return len(list(event_logs.iterdir()))
-
-
 def slot_position(dsn: str, group: Any) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return str(check_slot(conn, group).confirmed_flush)
@@ -77,20 +73,16 @@ def test_a_quiet_source_runs_unchanged_and_the_next_write_publishes(
     pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, bank: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     load_bank(pg_dsn)
-    event_logs = tmp_path / "spark-events"
-    event_logs.mkdir()
+    event_logs = EventLogs(tmp_path / "spark-events")
     properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
-    options: dict[str, Any] = {
-        "source_dsn": pg_dsn, "catalog_properties": properties,
-        "spark_conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_logs.as_uri()},
-    }
+    options: dict[str, Any] = {"source_dsn": pg_dsn, "catalog_properties": properties, "spark_conf": event_logs.conf()}
     assert refresh_once(bank, **options).cut.cut_id == 1
     wait_for_quiet_wal(pg_dsn)
     # The server wrote WAL of its own after the bootstrap's W (the checkpoint just taken, the
     # background writer's running-transactions record): the first run catches up to it with a
     # cut of the same rows. From then on nothing moves.
     first = refresh_once(bank, **options)
-    assert first.outcome == "published" and first.cut.cut_id == 2 and spark_applications(event_logs) == 2
+    assert first.outcome == "published" and first.cut.cut_id == 2 and event_logs.applications() == 2
     slot = slot_position(pg_dsn, bank)
     ledger = Ledger(sqlite_catalog_uri)
 
@@ -102,7 +94,7 @@ def test_a_quiet_source_runs_unchanged_and_the_next_write_publishes(
         record = ledger.get_run("bank", result.run_key)
         assert record is not None and record.state == RunState.UNCHANGED and record.cut_id == 2
         assert record.watermark == first.cut.watermark and times.refresh == 0.0
-    assert spark_applications(event_logs) == 2, "an unchanged run started Spark"
+    assert event_logs.applications() == 2, "an unchanged run started Spark"
     assert [cut.cut_id for cut in ledger.list_cuts("bank")] == [1, 2]
     assert slot_position(pg_dsn, bank) == slot, "an unchanged run moved the slot"
     status = CutReader(properties, bank).status()
@@ -114,7 +106,7 @@ def test_a_quiet_source_runs_unchanged_and_the_next_write_publishes(
         transfer = move_money(conn, random.Random(7))
     second = refresh_once(bank, **options)
     assert second.outcome == "published" and second.cut.cut_id == 3
-    assert second.cut.watermark > first.cut.watermark and spark_applications(event_logs) == 3
+    assert second.cut.watermark > first.cut.watermark and event_logs.applications() == 3
     assert transfer in check_cut(CutReader(properties, bank).latest(), {transfer})
 
     assert main(["runs", "list", "--group", "bank", "--catalog-uri", sqlite_catalog_uri, "--json"]) == 0
@@ -223,10 +215,9 @@ def test_a_quiet_source_under_dag_test(bank_connections: dict[str, str], pg_dsn:
     from airflow_provider_streambed import StreambedRefreshGroup
 
     load_bank(pg_dsn)
-    event_logs = tmp_path / "spark-events"
-    event_logs.mkdir()
+    event_logs = EventLogs(tmp_path / "spark-events")
     options = spark_kwargs()
-    options["spark_conf"].update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_logs.as_uri()})
+    options["spark_conf"].update(event_logs.conf())
     with DAG("quiet_e2e", schedule=None, start_date=START, max_active_runs=1) as dag:
         StreambedRefreshGroup(bank, **options)
     sync_dags(dag)
@@ -245,7 +236,7 @@ def test_a_quiet_source_under_dag_test(bank_connections: dict[str, str], pg_dsn:
             assert told["message"].startswith("unchanged since cut 2 (W=")
     ledger = Ledger(bank_connections["uri"])
     assert [cut.cut_id for cut in ledger.list_cuts("bank")] == [1, 2]
-    assert spark_applications(event_logs) == 2, "an unchanged DAG run started Spark"
+    assert event_logs.applications() == 2, "an unchanged DAG run started Spark"
     assert asset_event_cuts("streambed://lakehouse/bank/balances", "quiet_e2e") == [1, 2]
     assert slot_position(pg_dsn, bank) == slot
 

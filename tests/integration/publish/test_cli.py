@@ -57,7 +57,9 @@ def test_cuts_list_show_and_verify(sqlite_props: dict[str, str], capsys: pytest.
                            .values(snapshot_id=cut2.members["totals"].snapshot_id))
     assert main(["cuts", "verify", *base, "--cut", "1"]) == 1
     out = capsys.readouterr().out
-    assert "FAILED" in out and "streambed.cut-id='2', expected '1'" in out
+    assert "FAILED" in out
+    assert "has streambed.cut-id='2' and streambed.watermark-lsn='0/7D0', expected cut 1 at W=0/3E8" in out
+    assert f"tag bank-cut-1 of ns.totals does not name snapshot {cut2.members['totals'].snapshot_id}" in out
     assert main(["cuts", "verify", *base, "--cut", "1", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
     assert main(["cuts", "show", *base, "--cut", "9"]) == 2

@@ -12,6 +12,7 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import collect_member_manifests, run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.staging.members import read_member_manifest
+from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.refresh.jobs import read_staged, sorted_rows, stage_spec
 from tests.integration.refresh.python_members import FLAKY_FLAG
 from tests.integration.refresh.test_members import MODULE, derived_group, region_models
@@ -19,10 +20,6 @@ from tests.integration.refresh.test_members import MODULE, derived_group, region
 pytestmark = pytest.mark.slow
 
 GROUP = derived_group("five", PythonMember("flaky", f"{MODULE}:flaky_totals", sources=("accounts",)))
-
-
-def _applications(event_log: Path) -> int:
-    return sum(1 for path in event_log.iterdir() if not path.name.startswith("."))
 
 
 def test_one_application_per_run_and_retry_recomputes_only_the_failed_member(
@@ -35,13 +32,12 @@ def test_one_application_per_run_and_retry_recomputes_only_the_failed_member(
     captures = [model.flush(tmp_path / "capture" / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path / "warehouse", GROUP, "run1", Lsn(accounts.lsn), captures)
     spec_uri = write_job_spec(spec)
-    event_log = tmp_path / "events"
-    event_log.mkdir()
-    conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": event_log.as_uri()}
+    event_log = EventLogs(tmp_path / "events")
+    conf = event_log.conf()
 
     with pytest.raises(RefreshError, match=r"member 'flaky': RuntimeError: flaky member fails on its first call"):
         run_local_spark_submit(spec_uri, conf=conf)
-    assert _applications(event_log) == 1
+    assert event_log.applications() == 1
     assert read_member_manifest(spec.staging_root, "flaky") is None
     first = {
         name: read_member_manifest(spec.staging_root, name) for name in ("accounts", "regions", "by_name", "totals")
@@ -49,7 +45,7 @@ def test_one_application_per_run_and_retry_recomputes_only_the_failed_member(
     assert all(first.values()), first
 
     run_local_spark_submit(spec_uri, conf=conf)
-    assert _applications(event_log) == 2  # one application for the whole 5-member run
+    assert event_log.applications() == 2  # one application for the whole 5-member run
     staged = collect_member_manifests(spec)
     assert set(staged) == {"accounts", "regions", "by_name", "totals", "flaky"}
     for name, manifest in first.items():

@@ -1,0 +1,102 @@
+"""Which members a run must compute, and which carry their previous snapshot into the new cut.
+
+Work follows the changelog (DESIGN section 9). A mirror whose source table has no change in
+``[W_prev, W)`` keeps its previous snapshot; so does a derived member none of whose sources is
+recomputed (transitively). A member is always computed on its first cut, after a bootstrap copy,
+when its table's columns changed, and when its definition changed since its snapshot was made
+(the digest of the declaration is stored with every snapshot). A run in which every member
+carries submits no Spark application and still publishes a cut at its new W.
+
+Pure functions: no Spark, no catalog; :func:`~airflow_provider_streambed.refresh.plan.build_job_spec`
+reads what the previous cut knows and passes it in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, member_fields
+from airflow_provider_streambed.staging import TableCapture
+
+#: Snapshot summary property holding the digest of the member definition the snapshot was made from.
+DEFINITION_PROPERTY = "streambed.definition"
+
+
+def definition_digest(member: Member) -> str:
+    """A short digest of a member's declaration (kind and fields): changes when the definition does."""
+    text = json.dumps(member_fields(member), sort_keys=True, default=list)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class PreviousMember:
+    """What the previous cut knows of a member's snapshot.
+
+    Attributes:
+        definition: the definition digest stored with the snapshot (``None``: made before digests).
+        columns: the snapshot's column names.
+    """
+
+    definition: str | None
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberWork:
+    """Whether a member is computed in this run, and why (logged by the refresh step)."""
+
+    member: str
+    compute: bool
+    reason: str
+
+
+def plan_work(
+    group: RefreshGroup, captures: Mapping[str, TableCapture], previous: Mapping[str, PreviousMember]
+) -> dict[str, MemberWork]:
+    """Decide per member, in dependency order, whether the run computes it or carries it.
+
+    Args:
+        group: the group.
+        captures: the run's capture per mirror name.
+        previous: per member in the previous cut, what its snapshot was made from (empty on the
+            group's first cut).
+
+    Returns:
+        Per member name, in dependency order, its :class:`MemberWork`.
+    """
+    work: dict[str, MemberWork] = {}
+    for member in group.topological_members():
+        reason = _compute_reason(member, captures.get(member.name), previous.get(member.name), work)
+        if reason is not None:
+            work[member.name] = MemberWork(member.name, True, reason)
+        elif isinstance(member, Mirror):
+            work[member.name] = MemberWork(member.name, False, f"no change to {member.qualified_table}")
+        else:
+            work[member.name] = MemberWork(member.name, False, f"sources {', '.join(member.sources)} unchanged")
+    return work
+
+
+def _compute_reason(
+    member: Member, capture: TableCapture | None, previous: PreviousMember | None, work: Mapping[str, MemberWork]
+) -> str | None:
+    """Why ``member`` must be computed, or ``None`` when it can carry its previous snapshot."""
+    if previous is None:
+        return "first cut of the member"
+    if previous.definition is None:
+        return "its snapshot records no definition (made by an older release)"
+    if previous.definition != definition_digest(member):
+        return "its definition changed"
+    if isinstance(member, Mirror):
+        if capture is None or capture.bootstrap:
+            return "bootstrap copy"
+        if capture.changes:
+            return f"{capture.changes} changes in the changelog"
+        if set(capture.columns) != set(previous.columns):
+            return "the source table's columns changed"
+        return None
+    recomputed = {name.lower() for name, planned in work.items() if planned.compute}
+    changed = [source for source in member.sources if source.lower() in recomputed]
+    return f"sources {', '.join(changed)} recomputed" if changed else None
