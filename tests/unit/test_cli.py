@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.cli import COMMANDS, build_parser, load_group
+from airflow_provider_streambed.cli import COMMANDS, build_parser, group_name, load_group, main
 from airflow_provider_streambed.exceptions import DeclarationError
 
 DECLARATION = """
@@ -50,3 +50,32 @@ def test_every_subcommand_parses_its_help(capsys: pytest.CaptureFixture[str]) ->
             parser.parse_args([name, "--help"])
         assert done.value.code == 0
         assert f"usage: streambed {name}" in capsys.readouterr().out
+
+
+def test_every_subcommand_takes_the_group_and_catalog_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    for name in COMMANDS:
+        with pytest.raises(SystemExit):
+            parser.parse_args([name, "--help"])
+        usage = capsys.readouterr().out
+        assert "--group GROUP" in usage and "--catalog-uri CATALOG_URI" in usage, name
+        assert ("--source-dsn-env" in usage) == (name in ("capture", "refresh")), name
+        assert "--dsn " not in usage, name
+
+
+def test_a_group_name_or_reference_gives_the_name(tmp_path: Path) -> None:
+    (tmp_path / "shop_dag.py").write_text(DECLARATION)
+    assert group_name("shop") == "shop"
+    assert group_name(f"{tmp_path / 'shop_dag.py'}:shop") == "shop"
+
+
+@pytest.mark.parametrize("command", ["capture", "refresh"])
+def test_the_source_dsn_comes_from_the_environment(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "shop_dag.py").write_text(DECLARATION)
+    monkeypatch.delenv("MY_DSN", raising=False)
+    arguments = [command, "--group", f"{tmp_path / 'shop_dag.py'}:shop", "--catalog-uri", "sqlite://",
+                 "--warehouse", tmp_path.as_uri(), "--source-dsn-env", "MY_DSN"]
+    assert main(arguments) == 2
+    assert "set the source DSN in the environment variable MY_DSN" in capsys.readouterr().out

@@ -40,7 +40,7 @@ def test_refresh_once_then_the_cli(pg_dsn: str, sqlite_catalog_uri: str, tmp_pat
         journal += [move_money(conn, rng) for _ in range(20)]
 
     monkeypatch.setenv("STREAMBED_SOURCE_DSN", pg_dsn)
-    code = main(["refresh", f"{DAGS / 'example_bank.py'}:bank", "--catalog-uri", sqlite_catalog_uri,
+    code = main(["refresh", "--group", f"{DAGS / 'example_bank.py'}:bank", "--catalog-uri", sqlite_catalog_uri,
                  "--warehouse", properties["warehouse"]])
     assert code == 0, capsys.readouterr().out
     assert "published cut 2" in capsys.readouterr().out

@@ -1,7 +1,12 @@
 """The ``streambed`` command line: debugging captures, refreshing once, inspecting cuts and runs.
 
-Each subcommand is a module ``cli_<name>`` with ``add_arguments(parser)`` and ``run(args) -> int``
-(the exit code); :data:`COMMANDS` lists them.
+Each subcommand is a module of this package with ``add_arguments(parser)`` and
+``run(args) -> int`` (the exit code); :data:`COMMANDS` lists them. Every subcommand takes the
+group as ``--group`` (a declaration ``path/to/file.py:variable`` or ``package.module:variable``;
+where only the name matters, the plain group name too), the catalog as ``--catalog-uri`` and
+``--warehouse``, and reads the source DSN from an environment variable (``STREAMBED_SOURCE_DSN``
+unless ``--source-dsn-env`` names another), never from the command line, where other users of
+the machine could read it.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,7 +25,7 @@ from airflow_provider_streambed.exceptions import DeclarationError
 
 Handler = Callable[[argparse.Namespace], int]
 
-#: Subcommand name -> its one-line help; the implementation is ``airflow_provider_streambed.cli_<name>``.
+#: Subcommand name -> its one-line help; the implementation is ``airflow_provider_streambed.cli.<name>``.
 COMMANDS = {
     "cuts": "list, show or verify a group's published cuts",
     "capture": "capture a group's changes up to a new W, for debugging",
@@ -34,11 +40,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"airflow_provider_streambed.cli_{name}")
+        module = importlib.import_module(f"airflow_provider_streambed.cli.{name}")
         command = subparsers.add_parser(name, help=help_text)
         module.add_arguments(command)
         command.set_defaults(handler=module.run)
     return parser
+
+
+#: The environment variable the source DSN is read from, unless ``--source-dsn-env`` names another.
+DSN_VARIABLE = "STREAMBED_SOURCE_DSN"
+
+
+def add_group_argument(parser: argparse.ArgumentParser, *, name_will_do: bool = False) -> None:
+    """``--group``: a declaration reference (and, with ``name_will_do``, a plain group name)."""
+    what = "the declaration, path/to/file.py:variable or package.module:variable"
+    parser.add_argument("--group", required=True, help=what + (", or the group's name" if name_will_do else ""))
+
+
+def group_name(reference: str) -> str:
+    """The group name of ``--group``: a plain name as it is, a declaration reference loaded."""
+    return load_group(reference).name if ":" in reference else reference
+
+
+def add_catalog_arguments(parser: argparse.ArgumentParser, *, warehouse_required: bool = True) -> None:
+    """``--catalog-uri`` and ``--warehouse``."""
+    parser.add_argument("--catalog-uri", required=warehouse_required, default=None,
+                        help="SQLAlchemy URI of the catalog database (the ledger lives there too)")
+    parser.add_argument("--warehouse", required=warehouse_required, default=None,
+                        help="warehouse URI, e.g. file:///data/warehouse")
+
+
+def add_source_dsn_argument(parser: argparse.ArgumentParser) -> None:
+    """``--source-dsn-env``: the environment variable holding the source DSN."""
+    parser.add_argument("--source-dsn-env", default=DSN_VARIABLE,
+                        help=f"environment variable holding the source DSN (default {DSN_VARIABLE})")
+
+
+def source_dsn(args: argparse.Namespace) -> str | None:
+    """The source DSN from the environment variable ``--source-dsn-env`` names (``None``: unset)."""
+    return os.environ.get(args.source_dsn_env) or None
 
 
 def load_group(reference: str) -> RefreshGroup:

@@ -12,8 +12,9 @@ import json
 import logging
 from typing import Any
 
-from airflow_provider_streambed.cli_cuts import table
-from airflow_provider_streambed.exceptions import LedgerError
+from airflow_provider_streambed.cli import add_catalog_arguments, add_group_argument, group_name
+from airflow_provider_streambed.cli.cuts import table
+from airflow_provider_streambed.exceptions import DeclarationError, LedgerError
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
 from airflow_provider_streambed.ledger.claims import supersede_run
 
@@ -26,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``streambed runs``."""
     parser.add_argument("action", choices=("list", "supersede"), help="what to do")
     parser.add_argument("run_key", nargs="?", default=None, help="the run to supersede")
-    parser.add_argument("--catalog-uri", required=True, help="SQLAlchemy URI of the catalog database (the ledger)")
-    parser.add_argument("--group", required=True, help="refresh group name")
+    add_group_argument(parser, name_will_do=True)
+    add_catalog_arguments(parser, warehouse_required=False)
     parser.add_argument("--limit", type=int, default=50, help="list at most this many runs, newest first")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -62,10 +63,18 @@ def describe(run: RunRecord) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Handle ``streambed runs``; returns the exit code."""
+    if args.catalog_uri is None:
+        print("error: pass --catalog-uri, the catalog database the ledger lives in")
+        return 2
+    try:
+        group = group_name(args.group)
+    except DeclarationError as error:
+        print(f"error: {error}")
+        return 2
     ledger = Ledger(args.catalog_uri)
     ledger.create()
     if args.action == "list":
-        runs = [describe(record) for record in ledger.list_runs(args.group, args.limit)]
+        runs = [describe(record) for record in ledger.list_runs(group, args.limit)]
         if args.json:
             print(json.dumps(runs, indent=1))
         else:
@@ -76,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
         print("error: name the run to supersede: streambed runs supersede --group G RUN_KEY")
         return 2
     try:
-        record = supersede_run(ledger, args.group, args.run_key)
+        record = supersede_run(ledger, group, args.run_key)
     except LedgerError as error:
         print(f"error: {error}")
         return 1
-    print(f"group {args.group}: run {record.run_key} (W={record.watermark}) superseded; the next run starts a new W")
+    print(f"group {group}: run {record.run_key} (W={record.watermark}) superseded; the next run starts a new W")
     return 0

@@ -1,8 +1,8 @@
 """``streambed capture``: run the capture step of a group once, for debugging.
 
-The DSN comes from ``--dsn`` or the ``STREAMBED_SOURCE_DSN`` environment variable (preferred: a
-command line is visible to other users); it is never printed. The warehouse is ``--out``; the
-ledger is an SQLite file in it unless ``--catalog-uri`` names another database.
+Pins a new W (or ``--watermark``), stages the changes under the run's staging root in
+``--warehouse`` and prints the run's summary as JSON. The ledger is the catalog database of
+``--catalog-uri``; without one, an SQLite file in a local warehouse directory.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from pathlib import Path
 import psycopg
 
 from airflow_provider_streambed.capture.run import capture_run
-from airflow_provider_streambed.cli import load_group
+from airflow_provider_streambed.cli import (
+    add_catalog_arguments,
+    add_group_argument,
+    add_source_dsn_argument,
+    load_group,
+    source_dsn,
+)
 from airflow_provider_streambed.exceptions import DeclarationError, StreambedError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.ledger.runs import UnchangedRun
@@ -30,30 +36,40 @@ LEDGER_FILE = "streambed-ledger.db"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``capture`` arguments."""
-    parser.add_argument("--group", required=True, help="the declaration: file.py:variable or package.module:variable")
-    parser.add_argument("--dsn", default=None, help="source libpq DSN (default: $STREAMBED_SOURCE_DSN)")
-    parser.add_argument("--out", required=True, help="warehouse directory or URI")
-    parser.add_argument("--catalog-uri", default=None, help="SQLAlchemy URI of the ledger database")
+    add_group_argument(parser)
+    add_catalog_arguments(parser, warehouse_required=False)
+    add_source_dsn_argument(parser)
     parser.add_argument("--run-key", default=None, help="run key (default: a new one per call)")
     parser.add_argument("--watermark", default=None, help="explicit W as 'X/Y'")
 
 
+def ledger_uri(args: argparse.Namespace) -> str:
+    """``--catalog-uri``, else an SQLite ledger in the local ``--warehouse`` directory (created).
+
+    Raises:
+        DeclarationError: no warehouse, or a remote one without ``--catalog-uri``.
+    """
+    if args.warehouse is None:
+        raise DeclarationError("pass --warehouse, where the run's changes are staged")
+    if args.catalog_uri:
+        return str(args.catalog_uri)
+    if "://" in args.warehouse and not args.warehouse.startswith("file://"):
+        raise DeclarationError("--catalog-uri is required when --warehouse is not a local directory")
+    local = Path(args.warehouse.removeprefix("file://")).resolve()
+    local.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{local / LEDGER_FILE}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Capture once and print the run's summary as JSON; returns the exit code."""
-    dsn = args.dsn or os.environ.get("STREAMBED_SOURCE_DSN")
+    dsn = source_dsn(args)
     if not dsn:
-        logger.error("no source DSN: pass --dsn or set STREAMBED_SOURCE_DSN")
+        print(f"error: set the source DSN in the environment variable {args.source_dsn_env}")
         return 2
     try:
         group = load_group(args.group)
-        warehouse = args.out if "://" in args.out else Path(args.out).resolve().as_uri()
-        local = Path(args.out).resolve() if "://" not in args.out else None
-        if local is not None:
-            local.mkdir(parents=True, exist_ok=True)
-        catalog_uri = args.catalog_uri or (None if local is None else f"sqlite:///{local / LEDGER_FILE}")
-        if catalog_uri is None:
-            raise DeclarationError("--catalog-uri is required when --out is not a local directory")
-        ledger = Ledger(catalog_uri)
+        ledger = Ledger(ledger_uri(args))
+        warehouse = args.warehouse if "://" in args.warehouse else Path(args.warehouse).resolve().as_uri()
         run_key = args.run_key or make_run_key("cli", os.urandom(6).hex())
         watermark = Lsn.parse(args.watermark) if args.watermark else None
         with psycopg.connect(dsn, autocommit=True) as conn:

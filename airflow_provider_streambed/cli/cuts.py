@@ -11,7 +11,8 @@ import json
 import logging
 from typing import Any
 
-from airflow_provider_streambed.exceptions import CutNotFoundError
+from airflow_provider_streambed.cli import add_catalog_arguments, add_group_argument, group_name
+from airflow_provider_streambed.exceptions import CutNotFoundError, DeclarationError
 from airflow_provider_streambed.read import Cut, CutReader
 
 logger = logging.getLogger(__name__)
@@ -20,9 +21,8 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``streambed cuts``."""
     parser.add_argument("action", choices=("list", "show", "verify"), help="what to do")
-    parser.add_argument("--catalog-uri", required=True, help="SQLAlchemy URI of the catalog database")
-    parser.add_argument("--warehouse", required=True, help="warehouse URI, e.g. file:///data/warehouse")
-    parser.add_argument("--group", required=True, help="refresh group name")
+    add_group_argument(parser, name_will_do=True)
+    add_catalog_arguments(parser)
     parser.add_argument("--cut", type=int, default=None, help="cut number (default: the latest)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -58,8 +58,8 @@ def _show(cut: Cut) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Handle ``streambed cuts``; returns the exit code."""
-    reader = CutReader({"uri": args.catalog_uri, "warehouse": args.warehouse}, args.group)
     try:
+        reader = CutReader({"uri": args.catalog_uri, "warehouse": args.warehouse}, group_name(args.group))
         if args.action == "list":
             cuts = [_summary(cut) for cut in reader.list()]
             status = reader.status()
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             print(table(headers, [[c[h] for h in headers] for c in cuts]))
             return 0
         cut = reader.latest() if args.cut is None else reader.get(args.cut)
-    except CutNotFoundError as error:
+    except (CutNotFoundError, DeclarationError) as error:
         print(json.dumps({"error": str(error)}) if args.json else f"error: {error}")
         return 2
     if args.action == "show":
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(shown, indent=1))
         else:
-            print(f"group {args.group} cut {cut.cut_id}  W={cut.watermark}  previous W={cut.prev_watermark}  "
+            print(f"group {reader.group} cut {cut.cut_id}  W={cut.watermark}  previous W={cut.prev_watermark}  "
                   f"published {shown['published_at']}  run {cut.run_key}")
             headers = ["member", "table", "snapshot_id", "rows"]
             print(table(headers, [[m[h] for h in headers] for m in shown["members"]]))
@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**_summary(cut), "ok": not problems, "problems": problems}, indent=1))
     elif problems:
-        print(f"group {args.group} cut {cut.cut_id} (W={cut.watermark}): FAILED")
+        print(f"group {reader.group} cut {cut.cut_id} (W={cut.watermark}): FAILED")
         print("\n".join(f"  {problem}" for problem in problems))
     else:
         verified = len(cut.members)
-        print(f"group {args.group} cut {cut.cut_id} (W={cut.watermark}): OK, {verified} member snapshots verified")
+        print(f"group {reader.group} cut {cut.cut_id} (W={cut.watermark}): OK, {verified} member snapshots verified")
     return 1 if problems else 0

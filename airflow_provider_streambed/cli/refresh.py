@@ -1,8 +1,6 @@
 """``streambed refresh``: one run of a declared group in this process (``refresh_once``).
 
-The group is named as ``path/to/file.py:variable`` or ``package.module:variable``. The source
-DSN is read from an environment variable (default ``STREAMBED_SOURCE_DSN``), never from the
-command line, where other users of the machine could read it.
+Prints what the run did: the cut it published, or that the source is unchanged since the last cut.
 """
 
 from __future__ import annotations
@@ -10,24 +8,24 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 
-from airflow_provider_streambed.cli import load_group
+from airflow_provider_streambed.cli import (
+    add_catalog_arguments,
+    add_group_argument,
+    add_source_dsn_argument,
+    load_group,
+    source_dsn,
+)
 from airflow_provider_streambed.exceptions import StreambedError
 from airflow_provider_streambed.lsn import Lsn
 
 logger = logging.getLogger(__name__)
 
-DSN_VARIABLE = "STREAMBED_SOURCE_DSN"
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``streambed refresh``."""
-    parser.add_argument("group", help="the declaration: path/to/file.py:variable or package.module:variable")
-    parser.add_argument("--catalog-uri", required=True, help="SQLAlchemy URI of the catalog database")
-    parser.add_argument("--warehouse", required=True, help="warehouse URI, e.g. file:///data/warehouse")
-    parser.add_argument("--source-dsn-env", default=DSN_VARIABLE,
-                        help=f"environment variable holding the source DSN (default {DSN_VARIABLE})")
+    add_group_argument(parser)
+    add_catalog_arguments(parser)
+    add_source_dsn_argument(parser)
     parser.add_argument("--run-key", default=None, help="retry this run (default: a new run)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--watermark", default=None, help="pin this W explicitly, e.g. 0/16B3748")
@@ -39,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     """Handle ``streambed refresh``; returns the exit code."""
     from airflow_provider_streambed.local import refresh_once
 
-    dsn = os.environ.get(args.source_dsn_env)
+    dsn = source_dsn(args)
     if not dsn:
         print(f"error: set the source DSN in the environment variable {args.source_dsn_env}")
         return 2
