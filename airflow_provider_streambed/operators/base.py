@@ -28,10 +28,8 @@ logger = logging.getLogger(__name__)
 class StreambedBaseOperator(BaseOperator):
     """Base of the capture, refresh and publish operators of one refresh group.
 
-    Hooks and the catalog are made in ``execute`` only, so parsing a DAG opens nothing.
-    ``pinned_watermark`` and ``cut_id`` are display fields: the operator fills them in during
-    ``execute`` and sends the rendered fields again, so the task's "Rendered Template" view shows
-    the run's W and cut; they are not inputs.
+    Hooks and the catalog are made in ``execute`` only, so parsing a DAG opens nothing. The run's
+    W and cut id are in each task's XCom and log lines.
 
     Args:
         group: the refresh-group declaration.
@@ -44,8 +42,6 @@ class StreambedBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         self.group = group
         self.catalog_conn_id = catalog_conn_id or group.catalog_conn_id
-        self.pinned_watermark = ""
-        self.cut_id = ""
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the step; a failure is settled in the ledger (see the module docstring) and raised."""
@@ -87,24 +83,7 @@ class StreambedBaseOperator(BaseOperator):
             return None
         logger.info("group=%s run=%s: already published as cut %d (W=%s); %s has nothing to do",
                     self.group.name, run_key, cut.cut_id, cut.watermark, self.task_id)
-        self.show(watermark=cut.watermark, cut_id=cut.cut_id)
         return {"run_key": run_key, "watermark_lsn": str(cut.watermark), "published_cut_id": cut.cut_id}
-
-    def show(self, *, watermark: object = None, cut_id: int | None = None) -> None:
-        """Fill the display fields and send the rendered fields again (best effort)."""
-        if watermark is not None:
-            self.pinned_watermark = str(watermark)
-        if cut_id is not None:
-            self.cut_id = str(cut_id)
-        try:
-            from airflow.sdk.execution_time.comms import SetRenderedFields
-            from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS, _serialize_rendered_fields
-        except ImportError:  # not running under the task runner (e.g. execute() called directly)
-            return
-        try:
-            SUPERVISOR_COMMS.send(msg=SetRenderedFields(rendered_fields=_serialize_rendered_fields(self)))
-        except (AttributeError, RuntimeError) as error:
-            logger.debug("rendered fields not updated: %s", error)
 
 
 def will_retry(context: Context) -> bool:

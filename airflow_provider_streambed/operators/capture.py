@@ -60,7 +60,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
             (also when the run was triggered with the Param ``supersede_pending_runs`` set).
     """
 
-    template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn", "pinned_watermark")
+    template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")
 
     def __init__(
         self,
@@ -108,7 +108,6 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
             )
         confirm_claim(ledger, self.group.name, run_key)
-        self.show(watermark=result.watermark)
         emit_freshness(ledger, self.group.name)
         if isinstance(result, UnchangedRun):
             logger.info("group=%s run=%s W=%s: %s", self.group.name, run_key, result.watermark, result.message())

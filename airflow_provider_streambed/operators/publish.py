@@ -42,7 +42,7 @@ class PublishCutOperator(StreambedBaseOperator):
         staging_retention_hours: keep staged files of superseded runs this long.
     """
 
-    template_fields = ("source_conn_id", "catalog_conn_id", "pinned_watermark", "cut_id")
+    template_fields = ("source_conn_id", "catalog_conn_id")
 
     def __init__(
         self, *, source_conn_id: str | None = None, staging_retention_hours: float = 24.0, **kwargs: Any
@@ -69,7 +69,6 @@ class PublishCutOperator(StreambedBaseOperator):
         cut = ledger.cut_for_run(self.group.name, run_key)
         if cut is None:
             run = require_run(ledger, self.group, run_key)
-            self.show(watermark=run.watermark)
             if (unchanged := unchanged_result(run, self.task_id)) is not None:
                 emit_freshness(ledger, self.group.name)
                 return {"run_key": run_key, **unchanged}
@@ -79,7 +78,6 @@ class PublishCutOperator(StreambedBaseOperator):
                         cut.watermark, cut.cut_id)
         with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
             advance_slot(conn, self.group, cut.watermark)
-        self.show(cut_id=cut.cut_id)
         self.emit_asset_events(context, cut.cut_id, str(cut.watermark))
         logger.info("group=%s W=%s cut=%d: published", self.group.name, cut.watermark, cut.cut_id)
         emit_freshness(ledger, self.group.name)

@@ -46,7 +46,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         catalog_conn_id: the catalog connection (default: the group's ``catalog_conn_id``).
     """
 
-    template_fields = ("spark_conn_id", "catalog_conn_id", "conf", "pinned_watermark")
+    template_fields = ("spark_conn_id", "catalog_conn_id", "conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
 
     def __init__(
@@ -138,7 +138,6 @@ class RefreshGroupOperator(StreambedBaseOperator):
         if (done := self.already_published(ledger, run_key)) is not None:
             return done
         run = require_run(ledger, self.group, run_key)
-        self.show(watermark=run.watermark)
         if (unchanged := unchanged_result(run, self.task_id)) is not None:
             return {"run_key": run_key, **unchanged}
         self.check_spark_connection()

@@ -26,7 +26,6 @@ def test_capture_renders_connection_ids_and_the_watermark_param() -> None:
                                         catalog_conn_id="lake_{{ params.env }}", watermark_lsn=WATERMARK_TEMPLATE)
     task.render_template_fields(dict(CONTEXT))  # type: ignore[arg-type]  (a minimal context)
     assert (task.source_conn_id, task.catalog_conn_id, task.watermark_lsn) == ("src_prod", "lake_prod", "0/16B3748")
-    assert task.pinned_watermark == ""
 
 
 def test_capture_watermark_template_is_empty_without_the_param() -> None:
@@ -46,12 +45,10 @@ def test_refresh_renders_spark_connection_and_conf() -> None:
                                                                      "lake")
 
 
-def test_publish_renders_connection_ids_and_shows_w_and_cut() -> None:
+def test_publish_renders_connection_ids() -> None:
     with _dag():
         task = PublishCutOperator(task_id="p", group=GROUP, source_conn_id="{{ params.env }}_pg")
     task.render_template_fields(dict(CONTEXT))  # type: ignore[arg-type]
     assert task.source_conn_id == "prod_pg"
     assert task.trigger_rule == "all_success"
-    task.show(watermark="0/16B3748", cut_id=7)
-    assert (task.pinned_watermark, task.cut_id) == ("0/16B3748", "7")
     assert task.doc_md is not None and "all_success" in task.doc_md
