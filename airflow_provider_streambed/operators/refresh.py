@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import Context
@@ -12,6 +13,9 @@ from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
 
 if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk import Connection
+
     from airflow_provider_streambed.staging import JobSpec
 
 logger = logging.getLogger(__name__)
@@ -99,8 +103,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
             if member.name in computed and staged_manifest(spec.staging_root, member.name, spec.watermark) is None
         ]
 
-    def check_spark_connection(self) -> None:
-        """Refuse a missing Spark connection: ``SparkSubmitHook`` would quietly submit to YARN instead.
+    def check_spark_connection(self) -> Connection:
+        """The Spark connection; a missing one is refused, since ``SparkSubmitHook`` would quietly submit to YARN.
 
         Raises:
             ConnectionConfigError: ``spark_conn_id`` is not defined.
@@ -111,26 +115,37 @@ class RefreshGroupOperator(StreambedBaseOperator):
         from airflow_provider_streambed.exceptions import ConnectionConfigError
 
         try:
-            BaseHook.get_connection(self.spark_conn_id)
+            return BaseHook.get_connection(self.spark_conn_id)
         except AirflowNotFoundException as missing:
             raise ConnectionConfigError(
                 f"group {self.group.name!r}: Spark connection {self.spark_conn_id!r} is not defined "
                 "(SparkSubmitHook would fall back to YARN); create it or pass spark_conn_id"
             ) from missing
 
+    def submit_hook(self, spec: JobSpec, spec_uri: str, members: Sequence[str]) -> SparkSubmitHook:
+        """The ``SparkSubmitHook`` of one application: the job spec's URI (and members) as its only arguments."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        from airflow_provider_streambed.refresh import job_arguments
+
+        return SparkSubmitHook(
+            conn_id=self.spark_conn_id,
+            conf=self.conf,
+            name=f"streambed-{self.group.name}-cut-{spec.cut_number}" + (f"-{members[0]}" if members else ""),
+            application_args=job_arguments(spec_uri, members),
+            **self.hook_options,
+        )
+
     def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
         """Plan, submit and collect; returns ``{run_key, watermark_lsn, cut_number, members}``.
 
         An unchanged run (W equals the last cut's W) submits nothing.
         """
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         from airflow_provider_streambed.catalog import warehouse_of
         from airflow_provider_streambed.refresh import (
             build_job_spec,
             collect_member_manifests,
             job_application,
-            job_arguments,
             write_job_spec,
         )
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
@@ -145,13 +160,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key)
         spec_uri = write_job_spec(spec)
         for members in self.applications(spec):
-            hook = SparkSubmitHook(
-                conn_id=self.spark_conn_id,
-                conf=self.conf,
-                name=f"streambed-{self.group.name}-cut-{spec.cut_number}" + (f"-{members[0]}" if members else ""),
-                application_args=job_arguments(spec_uri, members),
-                **self.hook_options,
-            )
+            hook = self.submit_hook(spec, spec_uri, members)
             logger.info("group=%s run=%s W=%s cut=%d: submitting the Spark job for %s", self.group.name, run_key,
                         spec.watermark, spec.cut_number, ", ".join(members) or "all members")
             hook.submit(job_application())

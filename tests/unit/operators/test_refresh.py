@@ -1,4 +1,4 @@
-"""The refresh operator refuses a missing Spark connection instead of submitting to YARN."""
+"""The refresh operator's Spark connection check and the exact spark-submit command it builds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import pytest
 
 from airflow_provider_streambed import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import ConnectionConfigError
+from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
+from airflow_provider_streambed.refresh import job_application
+from airflow_provider_streambed.staging import JobSpec
 
 GROUP = RefreshGroup(name="bank", source_conn_id="bank_pg", catalog_conn_id="lake", namespace="bank",
                      members=[Mirror("accounts")])
@@ -22,4 +25,35 @@ def test_a_missing_spark_connection_is_refused_naming_it() -> None:
 
 def test_a_defined_spark_connection_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_MY_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-    RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="my_spark").check_spark_connection()
+    connection = RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="my_spark").check_spark_connection()
+    assert (connection.conn_id, connection.host) == ("my_spark", "local[2]")
+
+
+SPEC = JobSpec(group=GROUP.to_dict(), run_key="bank.run-1", watermark=Lsn.parse("0/16B3748"), prev_watermark=None,
+               cut_number=3, staging_root="s3://lake/_streambed/bank/bank.run-1", capture_manifest="unused")
+SPEC_URI = "s3://lake/_streambed/bank/bank.run-1/_job/spec.json"
+
+
+@pytest.mark.parametrize(
+    ("members", "name", "arguments"),
+    [((), "streambed-bank-cut-3", [SPEC_URI]),
+     (("accounts",), "streambed-bank-cut-3-accounts", [SPEC_URI, "--members", "accounts"])],
+)
+def test_the_spark_submit_command_carries_only_the_spec_uri_and_members(
+    monkeypatch: pytest.MonkeyPatch, members: tuple[str, ...], name: str, arguments: list[str]
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_MY_SPARK", json.dumps({
+        "conn_type": "spark", "host": "spark://master", "port": 7077, "password": "not-for-spark",
+        "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"},
+    }))
+    task = RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="my_spark",
+                                conf={"spark.executor.memory": "2g"}, driver_memory="1g")
+    hook = task.submit_hook(SPEC, SPEC_URI, members)
+    # the spark provider's own tests check the built command through this same method
+    command = hook._build_spark_submit_command(job_application())
+    assert command == [
+        "spark-submit", "--master", "spark://master:7077", "--conf", "spark.executor.memory=2g",
+        "--driver-memory", "1g", "--name", name, "--deploy-mode", "client",
+        job_application(), *arguments,
+    ]
+    assert "not-for-spark" not in " ".join(command)
