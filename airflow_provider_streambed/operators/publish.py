@@ -39,7 +39,9 @@ class PublishCutOperator(StreambedBaseOperator):
         group: the refresh-group declaration.
         source_conn_id: the source connection, for advancing the slot (default: the group's).
         catalog_conn_id: the catalog connection (default: the group's ``catalog_conn_id``).
-        staging_retention_hours: keep staged files of superseded runs this long.
+        staging_retention_hours: keep the staged files of runs that may still resume (pinned, or
+            failed and not replaced) and of runs unknown to the ledger this long; superseded and
+            replaced runs' staging is deleted at the next publish.
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id")
