@@ -104,8 +104,8 @@ class ChangeStream:
 
     Attributes:
         group: the group name (messages).
-        tables: the mirrored tables by ``schema.table``.
-        logs: the changelog writers by ``schema.table``.
+        tables: the mirrored tables by member name.
+        logs: the changelog writers by member name.
         start: keep commits at or after this LSN (the slot's confirmed position).
         watermark: keep commits before W.
     """
@@ -113,16 +113,20 @@ class ChangeStream:
     group: str
     tables: dict[str, SourceTable]
     logs: dict[str, TableLog]
-    start: int
-    watermark: int
+    start: Lsn
+    watermark: Lsn
     transactions: int = 0
     skipped: int = 0
     _targets: dict[int, _Target] = field(default_factory=dict)
     _open: Begin | None = None
     _keep: bool = False
     _seq: int = 0
-    _lsn: int = 0
+    _commit_lsn: int = 0  # of the open transaction: every row it writes carries it
     _xid: int = 0
+    _members: dict[str, str] = field(default_factory=dict)  # ``schema.table`` -> member, as Relations name them
+
+    def __post_init__(self) -> None:
+        self._members = {table.qualified_name: member for member, table in self.tables.items()}
 
     def feed(self, data: bytes) -> None:
         """Process one message."""
@@ -131,7 +135,7 @@ class ChangeStream:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
                 if data[5] != _NEW:
                     raise DecodeError(f"group {self.group!r}: Insert without a new tuple")
-                target.log.add_insert(target.read_new(data, 6), self._lsn, self._xid, self._seq)
+                target.log.add_insert(target.read_new(data, 6), self._commit_lsn, self._xid, self._seq)
                 self._seq += 1
         elif tag == _UPDATE:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
@@ -146,8 +150,8 @@ class ChangeStream:
         if isinstance(message, Begin):
             if self._open is not None:
                 raise DecodeError(f"group {self.group!r}: Begin of xid {message.xid} inside xid {self._open.xid}")
-            self._open, self._seq, self._lsn, self._xid = message, 0, message.final_lsn, message.xid
-            self._keep = self.start <= message.final_lsn < self.watermark
+            self._open, self._seq, self._commit_lsn, self._xid = message, 0, message.final_lsn, message.xid
+            self._keep = self.start.value <= message.final_lsn < self.watermark.value
             if not self._keep:
                 self.skipped += 1
         elif isinstance(message, Commit):
@@ -167,25 +171,24 @@ class ChangeStream:
                 f"({'none' if begin is None else Lsn(begin.final_lsn)})"
             )
         if self._keep:
-            if not message.commit_lsn < self.watermark:
+            if not message.commit_lsn < self.watermark.value:
                 raise DecodeError(f"group {self.group!r}: kept a transaction committed at {Lsn(message.commit_lsn)}")
             self.transactions += 1
         self._open, self._keep = None, False
 
     def _relation(self, relation: Relation) -> None:
-        qualified = f"{relation.namespace or 'pg_catalog'}.{relation.name}"
-        table = self.tables.get(qualified)
-        if table is None:
+        member = self._members.get(f"{relation.namespace or 'pg_catalog'}.{relation.name}")
+        if member is None:
             self._targets.pop(relation.oid, None)
             return
-        log = self.logs[qualified]
+        table, log = self.tables[member], self.logs[member]
         log.set_layout(relation.columns)
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
         self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)))
 
     def _add(self, target: _Target, op: str, values: list[Value]) -> None:
-        target.log.add(op, values, self._lsn, self._xid, self._seq)
+        target.log.add(op, values, self._commit_lsn, self._xid, self._seq)
         self._seq += 1
 
     def _update(self, target: _Target, data: bytes) -> None:
@@ -248,15 +251,14 @@ def extract_changes(
     Returns:
         Counts and the files written, by member.
     """
-    by_name = {table.qualified_name: table for table in tables.values()}
     logs = {
-        table.qualified_name: TableLog(
-            f"group {group.name!r}, member {table.member!r}, table {table.qualified_name!r}",
-            join(capture_dir, table.member), "changes", table.layout, batch_rows,
+        member: TableLog(
+            f"group {group.name!r}, member {member!r}, table {table.qualified_name!r}",
+            join(capture_dir, member), "changes", table.layout, batch_rows,
         )
-        for table in tables.values()
+        for member, table in tables.items()
     }
-    stream = ChangeStream(group.name, by_name, logs, start.value, watermark.value)
+    stream = ChangeStream(group.name, tables, logs, start, watermark)
     configure_decoding_session(conn)
     began = time.monotonic()
     messages = 0
@@ -270,7 +272,7 @@ def extract_changes(
                 feed(data)
         cursor.close()
     stream.finish()
-    files = {by_name[name].member: log.close() for name, log in logs.items()}
+    files = {member: log.close() for member, log in logs.items()}
     logger.info(
         "group=%s W=%s: extracted transactions=%d (skipped %d) messages=%d in %.2f s",
         group.name, watermark, stream.transactions, stream.skipped, messages, time.monotonic() - began,
@@ -280,6 +282,6 @@ def extract_changes(
         skipped=stream.skipped,
         messages=messages,
         files=files,
-        changes={by_name[name].member: log.changes for name, log in logs.items()},
-        columns={by_name[name].member: tuple(c.name for c in log.layout) for name, log in logs.items()},
+        changes={member: log.changes for member, log in logs.items()},
+        columns={member: tuple(c.name for c in log.layout) for member, log in logs.items()},
     )

@@ -14,6 +14,7 @@ from airflow_provider_streambed.capture.extract import ChangeStream
 from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.exceptions import DecodeError
+from airflow_provider_streambed.lsn import Lsn
 
 LAYOUT = (Column("id", 23, -1, True), Column("body", 25, -1, False))
 OID = 16400
@@ -54,11 +55,11 @@ def insert(*values: bytes | None) -> bytes:
 def stream(tmp_path: Path, start: int = 100, watermark: int = 1000) -> ChangeStream:
     table = SourceTable("t", "public.t", OID, LAYOUT, ("id",))
     log = TableLog("t", (tmp_path / "t").as_uri(), "changes", LAYOUT, batch_rows=2)
-    return ChangeStream("g", {"public.t": table}, {"public.t": log}, start, watermark)
+    return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark))
 
 
 def rows(changes: ChangeStream) -> list[dict[str, object]]:
-    files = changes.logs["public.t"].close()
+    files = changes.logs["t"].close()
     return pa.concat_tables(
         [pq.read_table(uri.removeprefix("file://")) for uri in files], promote_options="default"
     ).to_pylist()
