@@ -242,7 +242,10 @@ def apply_updates(
 
     That copy guards callers that mutate the result; nothing here does (pyiceberg's models are
     frozen), and it was the largest cost of a member's publish after the Avro files, growing with
-    the table's history. Relies on pyiceberg 0.12 internals ``_TableMetadataUpdateContext``,
+    the table's history. Measured on the 2-core development machine with one property update on a
+    table's metadata: 0.9 / 4.3 / 7.2 ms per call for ``update_table_metadata`` at 50 / 150 / 300
+    snapshots, against about 0.01 ms here; at 300 snapshots and 20 members that is 0.14 s of a
+    cut whose publish goal is 0.25 s. Relies on pyiceberg 0.12 internals ``_TableMetadataUpdateContext``,
     ``_apply_table_update`` and ``_update_table_metadata_log``.
     """
     context = _TableMetadataUpdateContext()
