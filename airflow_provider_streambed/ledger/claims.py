@@ -84,7 +84,9 @@ def claim_group(
     if others and not supersede:
         raise GroupBusyError(_busy_message(group, run_key, others[0]))
     for other in others:
-        ledger.set_run_state(group, other.run_key, RunState.SUPERSEDED, replaced_by=run_key)
+        if not ledger.set_run_state(group, other.run_key, RunState.SUPERSEDED, only_from=RunState.PINNED,
+                                    replaced_by=run_key):
+            continue  # it published (or failed) meanwhile
         logger.warning("group=%s run=%s W=%s: superseded by run %s", group, other.run_key, other.watermark, run_key)
 
 
@@ -110,15 +112,16 @@ def confirm_claim(ledger: RunLedger, group: str, run_key: str) -> list[str]:
             f"group {group!r}: run {keys[0]!r} pinned its W first and is still unpublished; run {run_key!r} "
             "started at the same time and was superseded (trigger a new run after the other publishes)"
         )
+    failed = (runs_table.c.group_name == group) & (runs_table.c.state == RunState.FAILED.value)
     statement = (
         update(runs_table)
-        .where(runs_table.c.group_name == group, runs_table.c.state == RunState.FAILED.value,
-               runs_table.c.replaced_by.is_(None), runs_table.c.run_key != run_key)
+        .where(failed, runs_table.c.replaced_by.is_(None), runs_table.c.run_key != run_key)
         .values(replaced_by=run_key, updated_at=now())
-        .returning(runs_table.c.run_key)
     )
-    with ledger.engine.begin() as connection:
-        taken = sorted(connection.execute(statement).scalars())
+    with ledger.begin() as connection:  # no UPDATE ... RETURNING: older SQLite lacks it
+        connection.execute(statement)
+        taken = sorted(connection.execute(select(runs_table.c.run_key).where(
+            failed, runs_table.c.replaced_by == run_key)).scalars())
     for failed in taken:
         logger.warning("group=%s run=%s: takes over from failed run %s", group, run_key, failed)
     return taken
@@ -192,7 +195,10 @@ def supersede_run(ledger: RunLedger, group: str, run_key: str) -> RunRecord:
     if record.state in (RunState.PUBLISHED, RunState.UNCHANGED):
         what = f"published cut {record.cut_id}" if record.state == RunState.PUBLISHED else "finished unchanged"
         raise LedgerError(f"group {group!r}, run {run_key!r} {what}; only unpublished runs can be superseded")
-    ledger.set_run_state(group, run_key, RunState.SUPERSEDED)
+    if not any(ledger.set_run_state(group, run_key, RunState.SUPERSEDED, only_from=state)
+               for state in (RunState.PINNED, RunState.FAILED)):
+        raise LedgerError(f"group {group!r}, run {run_key!r} finished meanwhile; only unpublished runs can be "
+                          "superseded")
     logger.warning("group=%s run=%s W=%s: superseded by hand", group, run_key, record.watermark)
     found = ledger.get_run(group, run_key)
     assert found is not None

@@ -20,9 +20,9 @@ from enum import StrEnum
 from sqlalchemy import Connection, RowMapping, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_streambed.exceptions import LedgerError
+from airflow_provider_streambed.exceptions import LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger.database import LedgerDatabase
-from airflow_provider_streambed.ledger.schema import as_utc, now, runs_table
+from airflow_provider_streambed.ledger.schema import as_utc, cuts_table, now, runs_table
 from airflow_provider_streambed.lsn import Lsn
 
 
@@ -173,6 +173,11 @@ class RunLedger(LedgerDatabase):
             row = conn.execute(query).mappings().first()
         return None if row is None else RunRecord.from_row(row)
 
+    def published_run_keys(self, group: str) -> set[str]:
+        """The keys of the group's runs that have a cut."""
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(cuts_table.c.run_key).where(cuts_table.c.group_name == group)).scalars())
+
     def list_runs(self, group: str, limit: int | None = None) -> list[RunRecord]:
         """The group's runs, newest pin first (at most ``limit``)."""
         query = (
@@ -232,9 +237,19 @@ class RunLedger(LedgerDatabase):
         """In the publish transaction: the run published ``cut_id``; older pinned runs are superseded.
 
         A pinned run at or below W can never publish now (W strictly increases).
+
+        Raises:
+            PublishConflictError: the run is in the ledger but no longer pinned (superseded, or
+                published by a concurrent publisher meanwhile); the caller's transaction rolls back.
         """
-        if self.get_run(group, run_key, connection) is not None:
-            self.set_run_state(group, run_key, RunState.PUBLISHED, connection, cut_id=cut_id)
+        run = self.get_run(group, run_key, connection)
+        if run is not None and not self.set_run_state(
+            group, run_key, RunState.PUBLISHED, connection, only_from=RunState.PINNED, cut_id=cut_id
+        ):
+            raise PublishConflictError(
+                f"group {group!r}, run {run_key!r} is no longer pinned (it was superseded or published meanwhile); "
+                "nothing was published"
+            )
         connection.execute(
             update(runs_table)
             .where(

@@ -90,6 +90,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         all members to compute (``[[]]``), or with ``application_per_member`` one per member still
         to compute, sources first (members already staged for W are not resubmitted).
         """
+        from airflow_provider_streambed.refresh.work import definition_digest
         from airflow_provider_streambed.staging.members import staged_manifest
 
         computed = set(spec.computed_members())
@@ -100,7 +101,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
         return [
             [member.name]
             for member in self.group.topological_members()
-            if member.name in computed and staged_manifest(spec.staging_root, member.name, spec.watermark) is None
+            if member.name in computed
+            and staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member)) is None
         ]
 
     def check_spark_connection(self) -> Connection:

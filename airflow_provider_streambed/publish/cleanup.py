@@ -71,13 +71,14 @@ def clean_staging(
     if not staged:
         return cleaned
     runs = {run.run_key: run for run in ledger.list_runs(group)}
+    published = ledger.published_run_keys(group)
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(hours=retention_hours)
     locations = list(table_locations)
     for info in staged:
         run = runs.get(info.base_name)
         if not _is_abandoned(run, info.mtime, cutoff):
             continue
-        if run is None or run.state != RunState.PUBLISHED:
+        if info.base_name not in published:  # by the cut, not the run's state: its files back cuts
             for location in locations:
                 delete_dir(run_data_dir(location, info.base_name))
         delete_dir(join(directory, info.base_name))

@@ -10,7 +10,7 @@ from airflow_provider_streambed.exceptions import PublishConflictError, PublishE
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.tables import MemberPlan
-from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, definition_digest
+from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY
 from airflow_provider_streambed.staging import MemberManifest
 
 #: Snapshot summary properties every member snapshot of a cut carries.
@@ -48,14 +48,20 @@ class CutDraft:
         return [*self.manifests, *self.carried]
 
     def snapshot_properties(self, member: str) -> dict[str, str]:
-        """The summary properties of the member's new snapshot in this cut."""
-        return {
+        """The summary properties of a computed member's new snapshot in this cut.
+
+        The definition digest is the one the output was computed from (its manifest's), which a
+        declaration edited between refresh and publish does not change.
+        """
+        properties = {
             GROUP_PROPERTY: self.group.name,
             CUT_ID_PROPERTY: str(self.cut_id),
             WATERMARK_PROPERTY: str(self.watermark),
             RUN_KEY_PROPERTY: self.run_key,
-            DEFINITION_PROPERTY: definition_digest(self.group.member(member)),
         }
+        if definition := self.manifests[member].definition:
+            properties[DEFINITION_PROPERTY] = definition
+        return properties
 
 
 def carried_members(group: str, run_key: str, carried: Collection[str], last: CutRecord | None) -> dict[str, CutMember]:

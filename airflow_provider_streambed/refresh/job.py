@@ -25,6 +25,7 @@ from airflow_provider_streambed.refresh.members import (
     first_lines,
 )
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
+from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, TableCapture, read_json
 from airflow_provider_streambed.staging.members import ERROR_MARKER, stage_member_output, staged_manifest
 
@@ -76,7 +77,7 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     staged: dict[str, MemberManifest] = {}
     failures: dict[str, str] = {}
     for member in ordered:
-        existing = staged_manifest(spec.staging_root, member.name, spec.watermark)
+        existing = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
         if existing is not None:
             logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
             staged[member.name] = existing
@@ -133,6 +134,7 @@ def _compute(
                 capture=capture,
                 previous_files=spec.previous_files.get(member.name, ()),
                 previous_key_columns=spec.previous_key_columns.get(member.name, ()),
+                previous_watermark=spec.prev_watermark,
             ),
         )
         key = capture.key_columns
@@ -144,7 +146,7 @@ def _compute(
             assert isinstance(member, PythonMember)
             context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
             frame = compute_python_member(spark, group, member, sources, context)
-    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, key)
+    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, key, definition_digest(member))
 
 
 def _source_files(

@@ -20,6 +20,7 @@ from pyspark.sql.types import DataType, StructType
 
 from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.schema import check_mirror_schema
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
@@ -48,6 +49,9 @@ class MirrorInput:
         capture: the run's changelog of the mirrored table.
         previous_files: Parquet files of the mirror in the previous cut (empty before the first).
         previous_key_columns: the mirror's key in the previous cut (empty: not known).
+        previous_watermark: the previous cut's W. Changes committed before it are in the previous
+            files already: a capture that began before that cut was published replays them, and
+            they are dropped (an append-only mirror would otherwise hold them twice).
     """
 
     group: str
@@ -55,6 +59,7 @@ class MirrorInput:
     capture: TableCapture
     previous_files: tuple[str, ...] = ()
     previous_key_columns: tuple[str, ...] = ()
+    previous_watermark: Lsn | None = None
 
 
 def merge_mirror(spark: SparkSession, source: MirrorInput) -> DataFrame:
@@ -82,6 +87,8 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> DataFrame:
         OP,
         *[F.col(TOAST_MARKER_PREFIX + name).cast("boolean") for name in markers],
     )
+    if previous is not None and source.previous_watermark is not None:
+        change_rows = change_rows.where(F.col(COMMIT_LSN) >= source.previous_watermark.value)
     truncated_at = _last_truncate(change_rows)
     if truncated_at is not None:
         change_rows = change_rows.where(_after(truncated_at))

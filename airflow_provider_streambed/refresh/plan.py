@@ -71,7 +71,7 @@ def build_job_spec(
             f"group {group.name!r}, run {run_key!r}: W={manifest.watermark} is not after the previous cut "
             f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
         )
-    tables = {} if previous is None else _previous_tables(catalog, previous)
+    tables = {} if previous is None else _previous_tables(catalog, group, previous)
     work = plan_work(group, {table.member: table for table in manifest.tables}, _known(previous, tables))
     carried = {name: planned.reason for name, planned in work.items() if not planned.compute}
     read_previous = {mirror.name for mirror in group.mirrors if mirror.name not in carried} | {
@@ -108,9 +108,13 @@ def build_job_spec(
     return spec
 
 
-def _previous_tables(catalog: Catalog, previous: CutRecord) -> dict[str, Table]:
-    """Every member table of the previous cut, loaded (its current metadata holds that cut's snapshot)."""
-    return {name: catalog.load_table(member.table_identifier) for name, member in previous.members.items()}
+def _previous_tables(catalog: Catalog, group: RefreshGroup, previous: CutRecord) -> dict[str, Table]:
+    """The table of every declared member the previous cut has (members removed since are left alone)."""
+    return {
+        member.name: catalog.load_table(previous.members[member.name].table_identifier)
+        for member in group.members
+        if member.name in previous.members
+    }
 
 
 def _known(previous: CutRecord | None, tables: Mapping[str, Table]) -> dict[str, PreviousMember]:

@@ -37,16 +37,24 @@ def read_member_manifest(root: str, member: str) -> MemberManifest | None:
     return None if data is None else MemberManifest.from_dict(data)
 
 
-def staged_manifest(root: str, member: str, watermark: Lsn) -> MemberManifest | None:
-    """The member's manifest if it was staged for ``watermark`` (a retry then skips it)."""
+def staged_manifest(
+    root: str, member: str, watermark: Lsn, definition: str | None = None
+) -> MemberManifest | None:
+    """The member's manifest if it was staged for ``watermark`` (and from ``definition``, when given).
+
+    A retry skips a member whose manifest this returns; output computed from another declaration
+    of the member (edited between tries) is computed again.
+    """
     manifest = read_member_manifest(root, member)
     if manifest is None or manifest.watermark != watermark:
+        return None
+    if definition is not None and manifest.definition != definition:
         return None
     return manifest
 
 
 def stage_member_output(
-    frame: DataFrame, root: str, member: str, watermark: Lsn, key_columns: tuple[str, ...] = ()
+    frame: DataFrame, root: str, member: str, watermark: Lsn, key_columns: tuple[str, ...] = (), definition: str = ""
 ) -> MemberManifest:
     """Write ``frame`` as Parquet under the member's directory, then its manifest.
 
@@ -67,6 +75,7 @@ def stage_member_output(
         row_count=rows,
         key_columns=key_columns,
         written_at=dt.datetime.now(dt.UTC).isoformat(),
+        definition=definition,
     )
     write_json(manifest_uri, manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d", member, watermark, rows, len(files))

@@ -92,6 +92,7 @@ class MemberManifest:
         row_count: rows over all files.
         key_columns: the member's key (mirrors), empty otherwise.
         written_at: ISO-8601 UTC time the manifest was written.
+        definition: digest of the member declaration the output was computed from (empty: unknown).
     """
 
     member: str
@@ -100,6 +101,7 @@ class MemberManifest:
     row_count: int
     key_columns: tuple[str, ...] = ()
     written_at: str = ""
+    definition: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -117,6 +119,7 @@ class MemberManifest:
             row_count=int(data["row_count"]),
             key_columns=tuple(data.get("key_columns", ())),
             written_at=data.get("written_at", ""),
+            definition=data.get("definition", ""),
         )
 
 

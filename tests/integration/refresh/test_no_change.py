@@ -85,3 +85,10 @@ def test_unchanged_members_are_carried_and_no_change_starts_no_spark(
     assert applications() == 3, "an edited member was not recomputed"
     assert {name for name, sid in snapshots(fourth).items() if sid != snapshots(third)[name]} == {"balances"}
     assert CutReader(properties, edited).latest().verify() == []
+
+    # a member removed from the declaration is left alone; the others carry on
+    shrunk = RefreshGroup(**{**edited.to_dict(), "members": [m for m in edited.members if m.name != "transfers"]})
+    write("INSERT INTO elsewhere VALUES (3)")
+    fifth = refresh_once(shrunk, **options)
+    assert sorted(fifth.cut.members) == ["accounts", "balances"] and applications() == 3
+    assert CutReader(properties, shrunk).latest().verify() == []

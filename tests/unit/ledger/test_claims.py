@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.exceptions import GroupBusyError, LedgerError, RunSupersededError, SourceError
+from airflow_provider_streambed.exceptions import (
+    GroupBusyError,
+    LedgerError,
+    PublishConflictError,
+    RunSupersededError,
+    SourceError,
+)
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.ledger.claims import (
     admit_run,
@@ -154,3 +160,26 @@ def test_an_unchanged_run_frees_the_group_and_counts_as_a_check(ledger: Ledger) 
     assert first is not None
     with pytest.raises(LedgerError, match="is published, not unchanged"):
         UnchangedRun.of(first)
+
+
+def test_a_run_superseded_before_its_commit_cannot_publish(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    claim_group(ledger, "bank", "run-2", supersede=True)  # run-1 is superseded while it builds its cut
+    with pytest.raises(PublishConflictError, match="run 'run-1' is no longer pinned"), ledger.begin() as connection:
+        ledger.record_cut(connection, "bank", "run-1", Lsn(100), {})
+        ledger.mark_published(connection, "bank", "run-1", Lsn(100), 1)
+    assert ledger.last_cut("bank") is None  # rolled back whole
+    assert ledger.published_run_keys("bank") == set()
+
+
+def test_superseding_leaves_a_run_that_published_meanwhile_alone(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    pending = pending_runs(ledger, "bank")
+    with ledger.begin() as connection:
+        ledger.record_cut(connection, "bank", "run-1", Lsn(100), {})
+        ledger.mark_published(connection, "bank", "run-1", Lsn(100), 1)
+    for other in pending:  # what claim_group does with the list it read before the publish
+        assert not ledger.set_run_state("bank", other.run_key, RunState.SUPERSEDED, only_from=RunState.PINNED)
+    record = ledger.get_run("bank", "run-1")
+    assert record is not None and record.state == RunState.PUBLISHED and record.cut_id == 1
+    assert ledger.published_run_keys("bank") == {"run-1"}
