@@ -164,6 +164,15 @@ def _source_files(
     return manifest.files
 
 
+def quiet_py4j() -> None:
+    """Keep py4j's per-call INFO lines out of the logs.
+
+    Besides the noise, its "Closing down clientserver connection" line is logged from a finalizer
+    at interpreter exit, when the log streams may be closed already ("--- Logging error ---").
+    """
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
 def build_session(app_name: str) -> SparkSession:
     """The application's Spark session, with the settings the job needs."""
     builder = SparkSession.builder.appName(app_name)
@@ -179,6 +188,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--members", default="", help="comma-separated members to compute (default: all)")
     arguments = parser.parse_args(list(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_py4j()
     try:
         data = read_json(arguments.spec_uri)
         if data is None:

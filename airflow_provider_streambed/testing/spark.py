@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.job import REQUIRED_CONF
+from airflow_provider_streambed.refresh.job import REQUIRED_CONF, quiet_py4j
 from airflow_provider_streambed.refresh.plan import LOCAL_CONF
 
 
@@ -24,6 +24,7 @@ def local_spark_session(app_name: str) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    quiet_py4j()
     return session
 
 
