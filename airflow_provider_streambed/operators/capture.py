@@ -15,11 +15,9 @@ from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
+from airflow_provider_streambed.operators.metrics import emit_freshness, emit_metrics
 
 logger = logging.getLogger(__name__)
-
-#: Figures of the capture summary sent as Airflow gauges ``streambed.<group>.<figure>``.
-METRIC_FIGURES = ("holdback_count", "holdback_oldest_age_seconds", "transactions", "changes")
 
 #: DAG run states after which Airflow runs none of the run's tasks again (unless a person clears them).
 ENDED_DAG_RUN_STATES = frozenset({"success", "failed"})
@@ -108,8 +106,8 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
             )
         confirm_claim(ledger, self.group.name, run_key)
-        emit_freshness(ledger, self.group.name)
         if isinstance(result, UnchangedRun):
+            emit_freshness(ledger, self.group.name)  # the source was checked: nothing else will say so
             logger.info("group=%s run=%s W=%s: %s", self.group.name, run_key, result.watermark, result.message())
             return {"run_key": run_key, **result.summary()}
         emit_metrics(self.group.name, result.summary())
@@ -128,35 +126,3 @@ def dag_run_ended(ti: RuntimeTaskInstanceProtocol, run: RunRecord) -> bool:
         logger.warning("group=%s run=%s: cannot read the state of %s: %s", run.group, run.run_key, run.dag_run, error)
         return False
     return state in ENDED_DAG_RUN_STATES
-
-
-def emit_metrics(group: str, summary: dict[str, Any]) -> None:
-    """Send the capture's holdback and volume figures to Airflow's metrics backend (StatsD, OTel...).
-
-    Gauges ``streambed.<group>.holdback_count``, ``...holdback_oldest_age_seconds``,
-    ``...transactions`` and ``...changes``, tagged ``group`` where the backend takes tags; a no-op
-    when Airflow has no metrics backend configured.
-    """
-    from airflow.sdk.observability.stats import gauge
-
-    for figure in METRIC_FIGURES:
-        gauge(f"streambed.{group}.{figure}", summary[figure], tags={"group": group})
-
-
-def emit_freshness(ledger: Ledger, group: str) -> None:
-    """Send the group's freshness as gauges of UNIX times, also after runs that found nothing new.
-
-    ``streambed.<group>.source_checked_at`` (when a run last checked the source successfully,
-    published or unchanged) and ``streambed.<group>.last_cut_published_at``; an alert on their
-    age catches a stuck group, and a quiet source does not look stale.
-    """
-    from airflow.sdk.observability.stats import gauge
-
-    checked, cut = ledger.last_check(group), ledger.last_cut(group)
-    figures = {
-        "source_checked_at": checked.pinned_at if checked else None,
-        "last_cut_published_at": cut.published_at if cut else None,
-    }
-    for figure, moment in figures.items():
-        if moment is not None:
-            gauge(f"streambed.{group}.{figure}", moment.timestamp(), tags={"group": group})

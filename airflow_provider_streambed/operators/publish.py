@@ -12,7 +12,7 @@ from airflow_provider_streambed.assets import member_assets
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
-from airflow_provider_streambed.operators.capture import emit_freshness
+from airflow_provider_streambed.operators.metrics import emit_freshness
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,6 @@ class PublishCutOperator(StreambedBaseOperator):
         if cut is None:
             run = require_run(ledger, self.group, run_key)
             if (unchanged := unchanged_result(run, self.task_id)) is not None:
-                emit_freshness(ledger, self.group.name)
                 return {"run_key": run_key, **unchanged}
             cut = self.publish_staged(catalog, ledger, run_key)
         else:

@@ -12,7 +12,7 @@ from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
 
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.operators.capture import emit_freshness, emit_metrics
+from airflow_provider_streambed.operators.metrics import emit_freshness, emit_metrics
 
 SUMMARY = {"holdback_count": 2, "holdback_oldest_age_seconds": 75.5, "transactions": 12, "changes": 340,
            "watermark": "0/16B3748", "holdback_probe_failed": False}
