@@ -77,8 +77,14 @@ def add_source_dsn_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def source_dsn(args: argparse.Namespace) -> str | None:
-    """The source DSN from the environment variable ``--source-dsn-env`` names (``None``: unset)."""
-    return os.environ.get(args.source_dsn_env) or None
+    """The source DSN from the environment variable ``--source-dsn-env`` names.
+
+    ``None`` when it is unset, after printing which variable to set (the caller exits with 2).
+    """
+    dsn = os.environ.get(args.source_dsn_env) or None
+    if dsn is None:
+        print(f"error: set the source DSN in the environment variable {args.source_dsn_env}")
+    return dsn
 
 
 def load_group(reference: str) -> RefreshGroup:

@@ -62,9 +62,7 @@ def ledger_uri(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Capture once and print the run's summary as JSON; returns the exit code."""
-    dsn = source_dsn(args)
-    if not dsn:
-        print(f"error: set the source DSN in the environment variable {args.source_dsn_env}")
+    if (dsn := source_dsn(args)) is None:
         return 2
     try:
         group = load_group(args.group)

@@ -37,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
     """Handle ``streambed refresh``; returns the exit code."""
     from airflow_provider_streambed.local import refresh_once
 
-    dsn = source_dsn(args)
-    if not dsn:
-        print(f"error: set the source DSN in the environment variable {args.source_dsn_env}")
+    if (dsn := source_dsn(args)) is None:
         return 2
     try:
         group = load_group(args.group)

@@ -72,7 +72,7 @@ def build_job_spec(
             f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
         )
     tables = {} if previous is None else _previous_tables(catalog, group, previous)
-    work = plan_work(group, {table.member: table for table in manifest.tables}, _known(previous, tables))
+    work = plan_work(group, {table.member: table for table in manifest.tables}, _known(tables))
     carried = {name: planned.reason for name, planned in work.items() if not planned.compute}
     read_previous = {mirror.name for mirror in group.mirrors if mirror.name not in carried} | {
         source for member in group.members if member.name not in carried
@@ -80,13 +80,13 @@ def build_job_spec(
     }
     previous_files: dict[str, tuple[str, ...]] = {}
     previous_keys: dict[str, tuple[str, ...]] = {}
-    for name, table in tables.items():
+    for name, (table, snapshot_id) in tables.items():
         if name in read_previous:
-            assert previous is not None
-            previous_files[name] = plan_snapshot_files(table, previous.members[name].snapshot_id)
-        keys = table.schema().identifier_field_names()
+            previous_files[name] = plan_snapshot_files(table, snapshot_id)
+        schema = table.schema()
+        keys = schema.identifier_field_names()
         if keys and isinstance(group.member(name), Mirror):
-            previous_keys[name] = tuple(field.name for field in table.schema().fields if field.name in keys)
+            previous_keys[name] = tuple(field.name for field in schema.fields if field.name in keys)
     spec = JobSpec(
         group=group.to_dict(),
         run_key=run_key,
@@ -108,21 +108,23 @@ def build_job_spec(
     return spec
 
 
-def _previous_tables(catalog: Catalog, group: RefreshGroup, previous: CutRecord) -> dict[str, Table]:
-    """The table of every declared member the previous cut has (members removed since are left alone)."""
+def _previous_tables(catalog: Catalog, group: RefreshGroup, previous: CutRecord) -> dict[str, tuple[Table, int]]:
+    """Per declared member the previous cut has: its table and its snapshot in that cut.
+
+    Members removed from the declaration since are left alone.
+    """
     return {
-        member.name: catalog.load_table(previous.members[member.name].table_identifier)
+        member.name: (catalog.load_table(cut_member.table_identifier), cut_member.snapshot_id)
         for member in group.members
-        if member.name in previous.members
+        if (cut_member := previous.members.get(member.name)) is not None
     }
 
 
-def _known(previous: CutRecord | None, tables: Mapping[str, Table]) -> dict[str, PreviousMember]:
+def _known(tables: Mapping[str, tuple[Table, int]]) -> dict[str, PreviousMember]:
     """What the previous cut's snapshots were made from: the definition digest and the columns."""
     known = {}
-    for name, table in tables.items():
-        assert previous is not None
-        snapshot = table.snapshot_by_id(previous.members[name].snapshot_id)
+    for name, (table, snapshot_id) in tables.items():
+        snapshot = table.snapshot_by_id(snapshot_id)
         summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
         known[name] = PreviousMember(summary.get(DEFINITION_PROPERTY), tuple(f.name for f in table.schema().fields))
     return known
