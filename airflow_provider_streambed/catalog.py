@@ -11,10 +11,12 @@ from collections.abc import Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.table import Table
 
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.staging import SnapshotFiles
 
 DEFAULT_CATALOG_NAME = "streambed"
 
@@ -52,21 +54,25 @@ def ledger_of(catalog: Catalog) -> Ledger:
     return Ledger(engine if engine is not None else catalog.properties["uri"])
 
 
-def plan_snapshot_files(table: Table, snapshot_id: int | None) -> tuple[str, ...]:
-    """The data file URIs of ``table`` at ``snapshot_id`` (``None``: the table is empty).
+def plan_snapshot_files(table: Table, snapshot_id: int | None) -> SnapshotFiles:
+    """The data files of ``table`` at ``snapshot_id`` and its position-delete files (``None``: empty).
 
     Raises:
-        PublishError: the snapshot has delete files (written by another engine); Spark reads
-            plain Parquet lists, so such a snapshot cannot be the base of a refresh.
+        PublishError: the snapshot has delete files streambed does not write (equality deletes,
+            deletion vectors or another format); such a snapshot cannot be the base of a refresh.
     """
     if snapshot_id is None:
-        return ()
-    files = []
+        return SnapshotFiles()
+    data: list[str] = []
+    deletes: dict[str, None] = {}  # ordered set
     for task in table.scan(snapshot_id=snapshot_id).plan_files():
-        if task.delete_files:
-            raise PublishError(
-                f"table {'.'.join(table.name())!r}, snapshot {snapshot_id}: has delete files; "
-                "streambed reads only snapshots without deletes (rewrite the table to compact them)"
-            )
-        files.append(task.file.file_path)
-    return tuple(files)
+        data.append(task.file.file_path)
+        for delete in task.delete_files:
+            if delete.content != DataFileContent.POSITION_DELETES or delete.file_format != FileFormat.PARQUET:
+                raise PublishError(
+                    f"table {'.'.join(table.name())!r}, snapshot {snapshot_id}: has {delete.content.name.lower()} "
+                    f"file {delete.file_path} ({delete.file_format}); streambed reads Parquet position deletes "
+                    "only (rewrite the table to compact them)"
+                )
+            deletes[delete.file_path] = None
+    return SnapshotFiles(tuple(data), tuple(deletes))

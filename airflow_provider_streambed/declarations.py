@@ -52,11 +52,17 @@ class Mirror:
         name: member (and Iceberg table) name; defaults to the table name.
         append_only: accept a table without primary key or replica identity; only inserts
             are then allowed, and every row is kept.
+        compact_deleted_ratio: compaction threshold: the mirror is rewritten whole when its
+            position-deleted rows exceed this fraction of its live rows (default 0.1).
+        compact_max_files: compaction threshold: ... or when its snapshot has more than this many
+            data and delete files (default 64; the mirror tables are unpartitioned).
     """
 
     source_table: str
     name: str = ""
     append_only: bool = False
+    compact_deleted_ratio: float = 0.1
+    compact_max_files: int = 64
 
     def __post_init__(self) -> None:
         parts = self.source_table.split(".") if isinstance(self.source_table, str) else []
@@ -67,6 +73,12 @@ class Mirror:
         if not self.name:
             object.__setattr__(self, "name", parts[-1])
         check_identifier(self.name, f"mirror of {self.source_table!r}, name")
+        if not isinstance(self.compact_deleted_ratio, int | float) or self.compact_deleted_ratio <= 0:
+            raise DeclarationError(f"mirror {self.name!r}: compact_deleted_ratio must be > 0, "
+                                   f"got {self.compact_deleted_ratio!r}")
+        if not isinstance(self.compact_max_files, int) or self.compact_max_files < 1:
+            raise DeclarationError(f"mirror {self.name!r}: compact_max_files must be an integer >= 1, "
+                                   f"got {self.compact_max_files!r}")
 
     @property
     def sources(self) -> tuple[str, ...]:

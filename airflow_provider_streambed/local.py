@@ -72,6 +72,7 @@ def refresh_once(
     explicit_watermark: Lsn | None = None,
     supersede_pending_runs: bool = False,
     times: StepTimes | None = None,
+    compact: str = "auto",
 ) -> RunResult:
     """Capture, refresh and publish one cut of ``group``; returns what the run did.
 
@@ -90,6 +91,8 @@ def refresh_once(
         explicit_watermark: pin this W instead of the current WAL position.
         supersede_pending_runs: abandon another unpublished run of the group instead of failing.
         times: filled with the seconds each step took.
+        compact: which mirrors due for compaction are rewritten whole: ``"auto"`` (at most one),
+            ``"all"`` or ``"none"`` (see :mod:`~airflow_provider_streambed.refresh.compaction`).
 
     Raises:
         StreambedError: a step failed. After a retryable error the run stays pinned and can be
@@ -102,7 +105,7 @@ def refresh_once(
     ledger.create()
     try:
         return _run(group, catalog, ledger, run_key, source_dsn, master, spark_conf, explicit_watermark,
-                    supersede_pending_runs, times)
+                    supersede_pending_runs, times, compact)
     except Exception as error:
         settle_failure(ledger, group.name, run_key, error, will_retry=True)
         raise
@@ -111,6 +114,7 @@ def refresh_once(
 def _run(
     group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str, master: str,
     spark_conf: Mapping[str, str] | None, explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
+    compact: str,
 ) -> RunResult:
     """The three steps of :func:`refresh_once`."""
     from airflow_provider_streambed.capture.run import capture_run
@@ -140,7 +144,7 @@ def _run(
     logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run_key, captured.watermark, times.capture)
 
     started = time.perf_counter()
-    spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key)
+    spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, compact)
     spec_uri = write_job_spec(spec)
     if spec.computed_members():  # else every member is carried over: no Spark application
         run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))

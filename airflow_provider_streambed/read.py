@@ -103,13 +103,17 @@ class Cut:
         return self.table(name).scan(snapshot_id=self.member(name).snapshot_id).to_arrow()
 
     def row_counts(self) -> dict[str, int]:
-        """Rows per member at this cut, from the snapshot summaries (no data read)."""
+        """Rows per member at this cut, from the snapshot summaries (no data read).
+
+        Records in data files less position deletes (each deletes one live row); -1 when unknown.
+        """
         counts = {}
         for name, member in self.members.items():
             snapshot = self.table(name).snapshot_by_id(member.snapshot_id)
             summary = snapshot.summary if snapshot is not None else None
             total = summary.get("total-records") if summary is not None else None
-            counts[name] = int(total) if total is not None else -1
+            deleted = summary.get("total-position-deletes", "0") if summary is not None else "0"
+            counts[name] = int(total) - int(deleted) if total is not None else -1
         return counts
 
     def to_duckdb(self, con: DuckDBPyConnection) -> DuckDBPyConnection:
@@ -124,13 +128,19 @@ class Cut:
         return con
 
     def to_spark(self, spark: SparkSession) -> dict[str, Any]:
-        """Register every member as a Spark temp view from its planned file list; returns the DataFrames."""
+        """Register every member as a Spark temp view of its snapshot's rows; returns the DataFrames.
+
+        Spark reads the snapshot's planned Parquet files and applies its position deletes
+        (:class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`); no Iceberg runtime is needed.
+        """
+        from airflow_provider_streambed.spark_snapshot import SnapshotScan
+
         frames: dict[str, Any] = {}
         for name, member in self.members.items():
             table = self.table(name)
             files = plan_snapshot_files(table, member.snapshot_id)
-            if files:
-                frame = spark.read.parquet(*files)
+            if files.data:
+                frame = SnapshotScan(spark, files).rows()
             else:
                 frame = spark.createDataFrame(table.scan(snapshot_id=member.snapshot_id).to_arrow())
             frame.createOrReplaceTempView(name)

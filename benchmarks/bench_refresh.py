@@ -3,9 +3,8 @@
 1. Groups of 1, 5 and 10 members (one mirror + SQL members over it): wall time of one
    spark-submit application per run vs one application per member.
 2. Per-run fixed cost vs rows: one-mirror runs of growing size through spark-submit.
-3. A 2M-row mirror with 1 % of rows changed (in one in-process session, so no JVM start is
-   counted): refresh time relative to a plain full rewrite (read + write of the same rows) and to
-   the first (bootstrap) merge. The mirror still rewrites all files; unchanged keys skip the sort.
+
+The refresh of a large mirror after a few changes (merge-on-read) is in ``bench_merge_on_read``.
 
 Run: ``.venv/bin/python -m benchmarks.bench_refresh [--quick]``.
 """
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
-from airflow_provider_streambed.staging import JobSpec, MemberManifest, TableCapture
+from airflow_provider_streambed.staging import JobSpec, TableCapture
 from tests.integration.refresh.jobs import capture_dir, stage_spec
 
 logger = logging.getLogger(__name__)
@@ -53,21 +52,14 @@ def changelog(ids: np.ndarray, lsn: int, ops: str | np.ndarray, seed: int) -> pa
     )
 
 
-def make_spec(
-    warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table, watermark: int, previous: MemberManifest | None
-) -> JobSpec:
-    """A job spec over a staged changelog ``rows`` of ``facts``, on top of ``previous`` (its last output)."""
+def make_spec(warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table, watermark: int) -> JobSpec:
+    """A job spec over a staged changelog ``rows`` of ``facts`` (a first cut)."""
     directory = capture_dir(warehouse, group, run_key, "facts")
     directory.mkdir(parents=True, exist_ok=True)
     segment = directory / "segment-0000.parquet"
     pq.write_table(rows, segment)
-    capture = TableCapture("facts", "public.facts", COLUMNS, ("id",), (segment.as_uri(),), len(rows), previous is None)
-    return stage_spec(
-        warehouse, group, run_key, Lsn(watermark), [capture],
-        previous=None if previous is None else {"facts": previous},
-        prev_watermark=None if previous is None else previous.watermark,
-        cut_number=1 if previous is None else 2,
-    )
+    capture = TableCapture("facts", "public.facts", COLUMNS, ("id",), (segment.as_uri(),), len(rows), True)
+    return stage_spec(warehouse, group, run_key, Lsn(watermark), [capture])
 
 
 def group_of(size: int) -> RefreshGroup:
@@ -101,8 +93,8 @@ def bench_application_modes(warehouse: Path, sizes: list[int], rows: int) -> Non
     data = changelog(np.arange(rows), 0, "I", 1)
     for size in sizes:
         group = group_of(size)
-        single = timed_submit(make_spec(warehouse, group, "single", data, 100, None), per_member=False)
-        each = timed_submit(make_spec(warehouse, group, "each", data, 100, None), per_member=True)
+        single = timed_submit(make_spec(warehouse, group, "single", data, 100), per_member=False)
+        each = timed_submit(make_spec(warehouse, group, "each", data, 100), per_member=True)
         print(f"{size:>8} {single:>10.1f} {each:>13.1f} {each / single:>6.2f}")
 
 
@@ -113,46 +105,10 @@ def bench_fixed_cost(warehouse: Path, row_counts: list[int]) -> None:
     base = None
     for rows in row_counts:
         wall = timed_submit(
-            make_spec(warehouse, group, f"rows{rows}", changelog(np.arange(rows), 0, "I", 2), 100, None), False
+            make_spec(warehouse, group, f"rows{rows}", changelog(np.arange(rows), 0, "I", 2), 100), False
         )
         base = wall if base is None else base
         print(f"{rows:>10} {wall:>8.1f} {wall - base:>16.1f}")
-
-
-def bench_incremental(warehouse: Path, rows: int, changed_fraction: float) -> None:
-    from airflow_provider_streambed.refresh.job import run_job
-    from airflow_provider_streambed.testing.spark import local_spark_session
-
-    spark = local_spark_session("bench-incremental")
-    group = group_of(1)
-    start = time.perf_counter()
-    first = run_job(spark, make_spec(warehouse, group, "inc1", changelog(np.arange(rows), 0, "I", 3), 100, None))[
-        "facts"
-    ]
-    bootstrap = time.perf_counter() - start
-
-    changed = int(rows * changed_fraction)
-    rng = np.random.default_rng(4)
-    touched = rng.choice(rows, size=changed, replace=False)
-    ops = np.where(np.arange(changed) % 4 == 0, "D", "U")
-    ids = np.concatenate([touched, np.arange(rows, rows + changed // 4)])
-    ops = np.concatenate([ops, np.full(changed // 4, "I")])
-    start = time.perf_counter()
-    second = run_job(spark, make_spec(warehouse, group, "inc2", changelog(ids, 200, ops, 5), 300, first))["facts"]
-    incremental = time.perf_counter() - start
-
-    start = time.perf_counter()
-    spark.read.parquet(*first.files).write.mode("overwrite").parquet((warehouse / "copy").as_uri())
-    rewrite = time.perf_counter() - start
-    spark.stop()
-    print(f"\n## {rows} row mirror, {changed} keys changed ({changed_fraction:.0%}), in-process local[2]")
-    print(f"bootstrap merge (all rows through the changelog): {bootstrap:.1f} s")
-    print(f"incremental refresh (previous files + changes):  {incremental:.1f} s  ({second.row_count} rows)")
-    print(f"plain full rewrite (read + write all rows):       {rewrite:.1f} s")
-    print(
-        f"incremental / plain full rewrite = {incremental / rewrite:.2f}; "
-        f"incremental / bootstrap = {incremental / bootstrap:.2f}"
-    )
 
 
 def main() -> None:
@@ -164,11 +120,9 @@ def main() -> None:
         if arguments.quick:
             bench_application_modes(warehouse, [1, 2], 1_000)
             bench_fixed_cost(warehouse, [1_000, 20_000])
-            bench_incremental(warehouse, 50_000, 0.01)
         else:
             bench_application_modes(warehouse, [1, 5, 10], 10_000)
             bench_fixed_cost(warehouse, [1_000, 1_000_000])
-            bench_incremental(warehouse, 2_000_000, 0.01)
 
 
 if __name__ == "__main__":

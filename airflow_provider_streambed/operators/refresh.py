@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import Context
 from pyiceberg.catalog import Catalog
 
+from airflow_provider_streambed.exceptions import DeclarationError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
 
@@ -27,7 +28,10 @@ whose inputs did not change since the previous cut are carried over (logged with
 if no member needs work, no Spark application is started. Otherwise it submits
 **one Spark application** with the spark provider's `SparkSubmitHook` (connection
 `spark_conn_id`: local, standalone, YARN or Kubernetes). The job computes all members in
-dependency order and stages each member's Parquet files with a manifest written last. A retry
+dependency order and stages each member's Parquet files with a manifest written last (a mirror
+writes only the new images of changed rows plus position deletes, unless it is rewritten whole:
+first cut, truncate, added columns, or compaction past its thresholds, at most one per run with
+`compact="auto"`). A retry
 skips the members whose manifest exists for the same W: only failed members are recomputed.
 With `application_per_member`, one application per member still to compute, sources first.
 The spec and the command line carry paths, W and names only, never credentials.
@@ -47,6 +51,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
         spark_binary: passed to ``SparkSubmitHook``.
         application_per_member: submit one application per member (isolation on big clusters,
             one JVM start each) instead of one for the whole run.
+        compact: which mirrors due for compaction are rewritten whole this run: ``"auto"`` (at
+            most one, the most amplified), ``"all"`` or ``"none"``.
         catalog_conn_id: the catalog connection (default: the group's ``catalog_conn_id``).
     """
 
@@ -66,10 +72,16 @@ class RefreshGroupOperator(StreambedBaseOperator):
         env_vars: dict[str, Any] | None = None,
         spark_binary: str | None = None,
         application_per_member: bool = False,
+        compact: str = "auto",
         **kwargs: Any,
     ) -> None:
+        from airflow_provider_streambed.refresh.compaction import COMPACT_MODES
+
         kwargs.setdefault("doc_md", DOC_MD)
         super().__init__(**kwargs)
+        if compact not in COMPACT_MODES:
+            raise DeclarationError(f"task {self.task_id!r}: compact={compact!r}; expected one of {list(COMPACT_MODES)}")
+        self.compact = compact
         self.spark_conn_id = spark_conn_id
         self.conf = dict(conf or {})
         self.application_per_member = application_per_member
@@ -159,7 +171,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
             return {"run_key": run_key, **unchanged}
         self.check_spark_connection()
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
-        spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key)
+        spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
         spec_uri = write_job_spec(spec)
         for members in self.applications(spec):
             hook = self.submit_hook(spec, spec_uri, members)
@@ -170,4 +182,4 @@ class RefreshGroupOperator(StreambedBaseOperator):
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
         return {"run_key": run_key, "watermark_lsn": str(spec.watermark), "cut_number": spec.cut_number,
-                "members": rows, "carried": dict(spec.carried)}
+                "members": rows, "carried": dict(spec.carried), "rewritten": dict(spec.rewrite)}

@@ -20,18 +20,9 @@ from pyarrow import fs
 
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
 from airflow_provider_streambed.publish.tables import run_data_dir
-from airflow_provider_streambed.staging import group_staging_dir, join, staging_root
+from airflow_provider_streambed.staging import delete_dir, group_staging_dir, join, staging_root
 
 logger = logging.getLogger(__name__)
-
-
-def delete_dir(uri: str) -> bool:
-    """Delete the directory ``uri`` and its contents; ``False`` if it did not exist."""
-    filesystem, path = fs.FileSystem.from_uri(uri)
-    if filesystem.get_file_info(path).type == fs.FileType.NotFound:
-        return False
-    filesystem.delete_dir(path)
-    return True
 
 
 def _is_abandoned(run: RunRecord | None, modified: dt.datetime | None, cutoff: dt.datetime) -> bool:

@@ -161,7 +161,7 @@ def _publish_group(
     pointers = current_pointers(catalog, group.namespace, draft.members)
     plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers)
     check_unchanged(group.name, plans, draft.last)
-    files = {name: move_staged_files(plans[name], manifests[name].files, run_key) for name in manifests}
+    files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
 
@@ -211,7 +211,7 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft) -> Cut
             location = catalog.load_table(plan.identifier).metadata_location
             built[plan.member] = BuiltMember(plan, kept.snapshot_id, location)
             continue
-        files = move_staged_files(plan, manifests[plan.member].files, run_key)
+        files = move_staged_files(plan, manifests[plan.member], run_key)
         if plan.base_location is None:
             transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
         else:

@@ -161,3 +161,15 @@ class ReusedFormatManifestListWriter(ManifestListWriterV2):
         self._writer = _ReusedFormatAvroOutputFile[ManifestFile](self._output_file, self._format, self._meta)
         self._writer.__enter__()
         return self
+
+
+class DeleteManifestWriter(ReusedFormatManifestWriter):
+    """A :class:`ReusedFormatManifestWriter` for a manifest of delete files (pyiceberg 0.12 writes
+    data manifests only)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}

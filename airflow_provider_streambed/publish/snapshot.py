@@ -1,18 +1,24 @@
-"""The cut's overwrite snapshot of one member table: every live data file replaced, parent read once.
+"""The cut's snapshot of one member table, parent read once: a whole rewrite or a row delta.
 
 pyiceberg's ``_OverwriteFiles`` reads each manifest of the parent snapshot two or three times
 (to find live files, to build the deleted entries, to decide which manifests to keep), and it
 carries every earlier manifest that holds only deleted entries into the new snapshot, so the
 manifest list of a member table grew by one manifest per cut and each publish re-read all of
-them. :class:`ReplaceAll` reads the parent's manifest list once and only the manifests that
-still have live data files, once. The new snapshot lists one manifest holding the added files
-and a ``DELETED`` entry for every previous data file (deletions stay on record for incremental
-readers and snapshot expiry), and the parent's delete-file manifests, unchanged; it
-drops data manifests without live files, as Iceberg's Java ``MergingSnapshotProducer`` does
-("only keep manifests that have live data files or that were written by this commit"). Readers
-of the new snapshot see exactly the added files; older snapshots are untouched.
+them. :class:`ReplaceAll` (a member written whole) reads the parent's manifest list once and only
+the manifests that still have live files, once. The new snapshot lists one manifest holding the
+added files and a ``DELETED`` entry for every previous data file, and one with a ``DELETED``
+entry for every previous delete file (deletions stay on record for incremental readers and
+snapshot expiry); it drops manifests without live files, as Iceberg's Java
+``MergingSnapshotProducer`` does ("only keep manifests that have live data files or that were
+written by this commit"). Readers of the new snapshot see exactly the added files; older
+snapshots are untouched.
 
-It relies on pyiceberg 0.12 internals: ``_OverwriteFiles`` and, in :meth:`ReplaceAll._commit` (a
+:class:`RowDelta` (a merge-on-read mirror) lists a manifest of the added data files, a delete
+manifest of the added position-delete files, and every manifest of the parent unchanged: files
+that held no changed row are not touched. pyiceberg 0.12 writes no delete manifests nor row
+deltas, hence these classes.
+
+They rely on pyiceberg 0.12 internals: ``_OverwriteFiles`` and, in :meth:`_CutSnapshot._commit` (a
 copy of ``_SnapshotProducer._commit`` for format-version-2 tables), ``_new_manifest_list_file_name``,
 ``_summary``, ``_written_manifest_lists`` and the producer's attributes; see also :mod:`.manifests`.
 """
@@ -22,9 +28,17 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile, ManifestWriter
+from pyiceberg.manifest import (
+    DataFileContent,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriter,
+)
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import Transaction
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -37,7 +51,9 @@ from pyiceberg.table.update import (
 )
 from pyiceberg.table.update.snapshot import _new_manifest_list_file_name, _OverwriteFiles
 
+from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.publish.manifests import (
+    DeleteManifestWriter,
     ReusedFormatManifestListWriter,
     ReusedFormatManifestWriter,
     read_live_entries,
@@ -47,20 +63,23 @@ from airflow_provider_streambed.publish.manifests import (
 logger = logging.getLogger(__name__)
 
 
-class ReplaceAll(_OverwriteFiles):
-    """One overwrite snapshot (an append on an empty table) whose data files are exactly the added ones.
+class _CutSnapshot(_OverwriteFiles):
+    """One snapshot of a member table for a cut, on the main branch and tagged ``tag``.
 
-    Use as a context manager on a non-autocommit transaction, like pyiceberg's producers; add the
-    new files with :meth:`append_data_file`. Every live data file of the parent is deleted. The
-    snapshot gets the main branch and the tag ``tag``.
+    Use as a context manager on a non-autocommit transaction, like pyiceberg's producers; add
+    the new data and delete files with :meth:`append_data_file`. Subclasses say which manifests
+    the snapshot lists.
     """
 
     def __init__(
-        self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str], tag: str
+        self,
+        transaction: Transaction,
+        commit_uuid: uuid.UUID | None,
+        snapshot_properties: dict[str, str],
+        tag: str,
+        operation: Operation,
     ) -> None:
-        metadata = transaction.table_metadata
         self._tag = tag
-        operation = Operation.OVERWRITE if metadata.current_snapshot() is not None else Operation.APPEND
         super().__init__(
             operation=operation,
             transaction=transaction,
@@ -68,54 +87,47 @@ class ReplaceAll(_OverwriteFiles):
             commit_uuid=commit_uuid,
             snapshot_properties=snapshot_properties,
         )
-        self._parent_entries: list[ManifestEntry] = []
-        self._kept_manifests: list[ManifestFile] = []
+
+    def _parent_manifests(self) -> list[ManifestFile]:
+        metadata = self._transaction.table_metadata
         parent = None if self._parent_snapshot_id is None else metadata.snapshot_by_id(self._parent_snapshot_id)
-        if parent is None:
-            return
-        for manifest in read_manifest_list(self._io, parent.manifest_list):
-            if manifest.content == ManifestContent.DELETES:
-                self._kept_manifests.append(manifest)  # delete files are not ours to drop (none are expected)
-            elif manifest.has_added_files() or manifest.has_existing_files():
-                self._parent_entries.extend(read_live_entries(self._io, manifest))
-        for entry in self._parent_entries:
-            self.delete_data_file(entry.data_file)
+        return [] if parent is None else read_manifest_list(self._io, parent.manifest_list)
 
-    def _manifests(self) -> list[ManifestFile]:
-        """The added files and the parent's live files (as ``DELETED``) in one data manifest per spec,
-        then the parent's delete-file manifests (its data manifests hold no live file any more).
+    def _write_manifest(
+        self, spec_id: int, content: ManifestContent, added: Iterable[ManifestEntry], deleted: Iterable[ManifestEntry]
+    ) -> ManifestFile:
+        """One manifest of ``content``: ``added`` entries of this snapshot, ``deleted`` (live) parent entries."""
+        with self.new_manifest_writer(self.spec(spec_id), content) as writer:
+            for entry in added:
+                writer.add_entry(entry)
+            for entry in deleted:
+                writer.delete(entry)
+        return writer.to_manifest_file()
 
-        One manifest instead of pyiceberg's two (added, deleted) saves an Avro write per member;
-        mixed entries in one manifest are what Iceberg's Java manifest merging writes too.
-        """
-        current = self._transaction.table_metadata.spec().spec_id
-        deleted: dict[int, list[ManifestEntry]] = defaultdict(list)
-        for entry in self._parent_entries:
-            deleted[entry.data_file.spec_id].append(entry)
-        written = []
-        for spec_id in sorted(deleted.keys() | ({current} if self._added_data_files else set())):
-            with self.new_manifest_writer(self.spec(spec_id)) as writer:
-                for data_file in self._added_data_files if spec_id == current else ():
-                    writer.add_entry(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED,
-                            snapshot_id=self._snapshot_id,
-                            sequence_number=None,
-                            file_sequence_number=None,
-                            data_file=data_file,
-                        )
-                    )
-                for entry in deleted[spec_id]:
-                    writer.delete(entry)
-            written.append(writer.to_manifest_file())
-        return written + self._kept_manifests
+    def _added_entries(self, content: DataFileContent) -> list[ManifestEntry]:
+        return [
+            ManifestEntry.from_args(
+                status=ManifestEntryStatus.ADDED,
+                snapshot_id=self._snapshot_id,
+                sequence_number=None,
+                file_sequence_number=None,
+                data_file=data_file,
+            )
+            for data_file in self._added_data_files
+            if data_file.content == content
+        ]
 
-    def new_manifest_writer(self, spec: PartitionSpec) -> ManifestWriter:
+    def new_manifest_writer(
+        self, spec: PartitionSpec, content: ManifestContent = ManifestContent.DATA
+    ) -> ManifestWriter:
         """pyiceberg's manifest writer; for format version 2 one that reuses the entry format."""
         if self._transaction.table_metadata.format_version != 2:
+            if content != ManifestContent.DATA:
+                raise PublishError("delete files need an Iceberg table of format version 2")
             return super().new_manifest_writer(spec)
         output = self.new_manifest_output()
-        return ReusedFormatManifestWriter(spec, self.schema(), output, self._snapshot_id, self._compression)
+        writer = DeleteManifestWriter if content == ManifestContent.DELETES else ReusedFormatManifestWriter
+        return writer(spec, self.schema(), output, self._snapshot_id, self._compression)
 
     def _commit(self) -> UpdatesAndRequirements:
         """pyiceberg's ``_SnapshotProducer._commit`` on the main branch of a format-version-2 table, with
@@ -162,3 +174,64 @@ class ReplaceAll(_OverwriteFiles):
         raise CommitFailedException(
             f"table {'.'.join(self._transaction._table.name())}: changed by another writer since its cut was built"
         )
+
+
+class ReplaceAll(_CutSnapshot):
+    """A snapshot whose live files are exactly the added ones: every live data and delete file of
+    the parent is deleted (a whole rewrite of the member)."""
+
+    def __init__(
+        self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str], tag: str
+    ) -> None:
+        first = transaction.table_metadata.current_snapshot() is None
+        super().__init__(transaction, commit_uuid, snapshot_properties, tag,
+                         Operation.APPEND if first else Operation.OVERWRITE)
+        self._parent_entries: list[ManifestEntry] = []
+        for manifest in self._parent_manifests():
+            if manifest.has_added_files() or manifest.has_existing_files():
+                self._parent_entries.extend(read_live_entries(self._io, manifest))
+        for entry in self._parent_entries:
+            self.delete_data_file(entry.data_file)
+
+    def _manifests(self) -> list[ManifestFile]:
+        """Per spec, one data manifest with the added files and the parent's live data files (as
+        ``DELETED``), and one delete manifest with the parent's live delete files (as ``DELETED``).
+
+        One data manifest instead of pyiceberg's two (added, deleted) saves an Avro write per
+        member; mixed entries in one manifest are what Iceberg's Java manifest merging writes too.
+        """
+        added = (self._transaction.table_metadata.spec().spec_id, ManifestContent.DATA)
+        deleted: dict[tuple[int, ManifestContent], list[ManifestEntry]] = defaultdict(list)
+        for entry in self._parent_entries:
+            data = entry.data_file.content == DataFileContent.DATA
+            deleted[(entry.data_file.spec_id, ManifestContent.DATA if data else ManifestContent.DELETES)].append(entry)
+        if self._added_data_files:
+            deleted.setdefault(added, [])
+        return [
+            self._write_manifest(spec, content, self._added_entries(DataFileContent.DATA) if (spec, content) == added
+                                 else [], entries)
+            for (spec, content), entries in sorted(deleted.items())
+        ]
+
+
+class RowDelta(_CutSnapshot):
+    """A snapshot that adds data files and position-delete files to the parent's, keeping every
+    parent manifest as it is (merge-on-read): the parent's files stay live, less the rows the
+    new delete files name."""
+
+    def __init__(
+        self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str], tag: str
+    ) -> None:
+        if transaction.table_metadata.current_snapshot() is None:
+            raise PublishError(f"table {'.'.join(transaction._table.name())}: a row delta needs a previous snapshot")
+        super().__init__(transaction, commit_uuid, snapshot_properties, tag, Operation.OVERWRITE)
+
+    def _manifests(self) -> list[ManifestFile]:
+        """The added data files and the added delete files in a manifest each, then the parent's manifests."""
+        spec_id = self._transaction.table_metadata.spec().spec_id
+        written = []
+        for file_content, content in ((DataFileContent.DATA, ManifestContent.DATA),
+                                      (DataFileContent.POSITION_DELETES, ManifestContent.DELETES)):
+            if entries := self._added_entries(file_content):
+                written.append(self._write_manifest(spec_id, content, entries, []))
+        return written + self._parent_manifests()

@@ -3,8 +3,9 @@
 For every member this module loads the current table (all pointer rows in one query, metadata
 files read in parallel on remote storage), or stages a new table on first use, then stages on a
 pyiceberg ``Transaction`` the updates of one cut: schema evolution if the staged files gained columns,
-the default name mapping (Spark writes Parquet without field ids), one overwrite snapshot that
-replaces every previous data file with the staged ones, and the tag ``<group>-cut-<k>``. The
+the default name mapping (Spark writes Parquet without field ids), one snapshot that replaces
+every previous file with the staged ones or (a merge-on-read mirror) adds the staged data and
+position-delete files to the previous ones, and the tag ``<group>-cut-<k>``. The
 resulting metadata file is written; the pointer is moved later, by the group commit.
 
 It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_create_staged_table``,
@@ -27,8 +28,9 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.io import load_file_io
+from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table import StagedTable, Table, TableProperties, Transaction
 from pyiceberg.table.locations import load_location_provider
@@ -40,13 +42,14 @@ from pyiceberg.table.update import (
     _update_table_metadata_log,
 )
 from pyiceberg.table.update.snapshot import ManageSnapshots
+from pyiceberg.typedef import Record
 from pyiceberg.utils.datetime import datetime_to_millis
 from sqlalchemy import select
 
 from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutMember
-from airflow_provider_streambed.publish.snapshot import ReplaceAll
+from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -187,14 +190,30 @@ def _stage_new_table(catalog: Catalog, identifier: tuple[str, str], manifest: Me
     return catalog._create_staged_table(identifier, schema)
 
 
-def move_staged_files(plan: MemberPlan, files: tuple[str, ...], run_key: str) -> tuple[str, ...]:
+@dataclass(frozen=True, slots=True)
+class MemberFiles:
+    """A member's files for one cut, moved into its table.
+
+    Attributes:
+        data: Parquet data files: the member's whole table, or (``incremental``) added to its
+            previous snapshot.
+        deletes: position-delete files over the previous snapshot's data files (``incremental``).
+        incremental: whether the files apply on top of the previous snapshot (a :class:`RowDelta`).
+    """
+
+    data: tuple[str, ...]
+    deletes: tuple[str, ...] = ()
+    incremental: bool = False
+
+
+def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> MemberFiles:
     """Move a member's staged files into its table's ``data/<run key>/``; returns the new URIs.
 
     Idempotent: a file already moved by an earlier attempt of the same run is found in place.
     """
     target_dir = run_data_dir(plan.table.metadata.location, run_key)
-    moved = []
-    for source in files:
+
+    def move(source: str) -> str:
         target = f"{target_dir}/{source.rsplit('/', 1)[-1]}"
         filesystem, source_path = fs.FileSystem.from_uri(source)
         target_path = fs.FileSystem.from_uri(target)[1]
@@ -204,21 +223,42 @@ def move_staged_files(plan: MemberPlan, files: tuple[str, ...], run_key: str) ->
                 filesystem.move(source_path, target_path)
         if filesystem.get_file_info(target_path).type == fs.FileType.NotFound:
             raise PublishError(f"member {plan.member!r}: staged file {source} is missing (not published either)")
-        moved.append(target)
-    return tuple(moved)
+        return target
+
+    return MemberFiles(
+        tuple(move(file) for file in manifest.files),
+        tuple(move(file) for file in manifest.delete_files),
+        manifest.incremental,
+    )
+
+
+def position_delete_file(io: FileIO, uri: str) -> DataFile:
+    """The manifest entry's file of a Parquet position-delete file (unpartitioned tables)."""
+    input_file = io.new_input(uri)
+    with input_file.open() as stream:
+        rows = pq.read_metadata(stream).num_rows
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=rows,
+        file_size_in_bytes=len(input_file),
+        spec_id=0,
+    )
 
 
 def stage_cut_updates(
-    transaction: Transaction, files: tuple[str, ...], snapshot_properties: dict[str, str], tag: str, commit_uuid: object
+    transaction: Transaction, files: MemberFiles, snapshot_properties: dict[str, str], tag: str, commit_uuid: object
 ) -> int:
-    """Stage the cut on ``transaction``: schema, name mapping, overwrite snapshot, tag.
+    """Stage the cut on ``transaction``: schema, name mapping, the snapshot (whole or row delta), tag.
 
     Returns:
         The new snapshot's id.
     """
     table = transaction._table
-    if files:
-        filesystem, path = fs.FileSystem.from_uri(files[0])
+    if files.data:
+        filesystem, path = fs.FileSystem.from_uri(files.data[0])
         with filesystem.open_input_file(path) as stream:
             arrow_schema = pq.read_schema(stream)
         if transaction.table_metadata.schema().as_arrow().remove_metadata() != arrow_schema.remove_metadata():
@@ -228,11 +268,15 @@ def stage_cut_updates(
         mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
         transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
     metadata = transaction.table_metadata
-    added = [parquet_file_to_data_file(table.io, metadata, file) for file in files]
-    with ReplaceAll(transaction, commit_uuid, snapshot_properties, tag) as overwrite:  # type: ignore[arg-type]  # a UUID
+    if files.deletes and metadata.spec().fields:
+        raise PublishError(f"table {'.'.join(table.name())}: position deletes on a partitioned table")
+    added = [parquet_file_to_data_file(table.io, metadata, file) for file in files.data]
+    added += [position_delete_file(table.io, file) for file in files.deletes]
+    producer = RowDelta if files.incremental else ReplaceAll
+    with producer(transaction, commit_uuid, snapshot_properties, tag) as snapshot:  # type: ignore[arg-type]  # a UUID
         for data_file in added:
-            overwrite.append_data_file(data_file)
-    return overwrite.snapshot_id
+            snapshot.append_data_file(data_file)
+    return snapshot.snapshot_id
 
 
 def apply_updates(
@@ -289,7 +333,7 @@ def build_carried(plan: MemberPlan, snapshot_id: int, tag: str) -> BuiltMember:
 
 
 def build_member(
-    plan: MemberPlan, files: tuple[str, ...], snapshot_properties: dict[str, str], tag: str, commit_uuid: object
+    plan: MemberPlan, files: MemberFiles, snapshot_properties: dict[str, str], tag: str, commit_uuid: object
 ) -> BuiltMember:
     """Stage the cut's updates for one member and write its new metadata file (no pointer move)."""
     transaction = _MemoTransaction(plan.table)

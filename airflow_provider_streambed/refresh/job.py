@@ -26,8 +26,19 @@ from airflow_provider_streambed.refresh.members import (
 )
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
 from airflow_provider_streambed.refresh.work import definition_digest
-from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, TableCapture, read_json
-from airflow_provider_streambed.staging.members import ERROR_MARKER, stage_member_output, staged_manifest
+from airflow_provider_streambed.staging import (
+    CaptureManifest,
+    JobSpec,
+    MemberManifest,
+    SnapshotFiles,
+    TableCapture,
+    read_json,
+)
+from airflow_provider_streambed.staging.members import (
+    ERROR_MARKER,
+    stage_member_output,
+    staged_manifest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -120,48 +131,53 @@ def _compute(
     staged: dict[str, MemberManifest],
 ) -> MemberManifest:
     logger.info("group=%s member=%s W=%s: computing", group.name, member.name, spec.watermark)
-    frame: DataFrame
-    key: tuple[str, ...] = ()
+    definition = definition_digest(member)
     if isinstance(member, Mirror):
         capture = captures.get(member.name.lower())
         if capture is None:
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
-        frame = merge_mirror(
+        output = merge_mirror(
             spark,
             MirrorInput(
                 group=group.name,
                 member=member,
                 capture=capture,
-                previous_files=spec.previous_files.get(member.name, ()),
+                previous=spec.previous_snapshot(member.name),
                 previous_key_columns=spec.previous_key_columns.get(member.name, ()),
                 previous_watermark=spec.prev_watermark,
+                rewrite=spec.rewrite.get(member.name, ""),
             ),
         )
-        key = capture.key_columns
+        return stage_member_output(
+            output.rows, spec.staging_root, member.name, spec.watermark, capture.key_columns, definition,
+            incremental=output.incremental, deletes=output.deletes, reason=output.reason,
+        )
+    frame: DataFrame
+    sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
+    if isinstance(member, SqlMember):
+        frame = compute_sql_member(spark, group, member, sources)
     else:
-        sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
-        if isinstance(member, SqlMember):
-            frame = compute_sql_member(spark, group, member, sources)
-        else:
-            assert isinstance(member, PythonMember)
-            context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
-            frame = compute_python_member(spark, group, member, sources, context)
-    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, key, definition_digest(member))
+        assert isinstance(member, PythonMember)
+        context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
+        frame = compute_python_member(spark, group, member, sources, context)
+    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
 
 
 def _source_files(
     spec: JobSpec, group: RefreshGroup, member: Member, source: str, staged: dict[str, MemberManifest]
-) -> tuple[str, ...]:
+) -> SnapshotFiles:
+    """The files of ``source`` at W: its previous snapshot if carried, else that plus its staged output."""
     canonical = group.member(source).name
+    previous = spec.previous_snapshot(canonical)
     if canonical in spec.carried:
-        if canonical not in spec.previous_files:
+        if not previous.data:
             raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "
                                "names no files of its previous snapshot")
-        return spec.previous_files[canonical]
+        return previous
     manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
     if manifest is None:
         raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
-    return manifest.files
+    return previous.then(manifest)
 
 
 def quiet_py4j() -> None:

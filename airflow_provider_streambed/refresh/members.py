@@ -1,7 +1,8 @@
 """Derived members: Spark SQL and PySpark functions over other members of the same run.
 
-Both read their sources from the run's staged outputs, so a derived member sees exactly the
-same W as the mirrors it reads, also when a retry skipped those mirrors.
+Both read their sources at W: the run's staged outputs (on top of the previous cut's snapshot
+for a merge-on-read mirror) or, for a source carried over, its previous snapshot; so a derived
+member sees exactly the same W as the mirrors it reads, also when a retry skipped those mirrors.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from airflow_provider_streambed.declarations import PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.spark_snapshot import SnapshotScan
+from airflow_provider_streambed.staging import SnapshotFiles
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +42,13 @@ class CutContext:
     cut_number: int
 
 
-def read_sources(spark: SparkSession, files: Mapping[str, tuple[str, ...]]) -> dict[str, DataFrame]:
-    """The staged outputs ``files`` (member name -> Parquet URIs) as DataFrames of ``spark``."""
-    return {name: spark.read.parquet(*paths) for name, paths in files.items()}
+def read_sources(spark: SparkSession, files: Mapping[str, SnapshotFiles]) -> dict[str, DataFrame]:
+    """The sources' rows at W (member name -> its files at W) as DataFrames of ``spark``."""
+    return {name: SnapshotScan(spark, snapshot).rows() for name, snapshot in files.items()}
 
 
 def compute_sql_member(
-    spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, tuple[str, ...]]
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, SnapshotFiles]
 ) -> DataFrame:
     """Run the member's query with its sources bound as temporary views of their names.
 
@@ -86,7 +89,7 @@ def compute_python_member(
     spark: SparkSession,
     group: RefreshGroup,
     member: PythonMember,
-    source_files: Mapping[str, tuple[str, ...]],
+    source_files: Mapping[str, SnapshotFiles],
     cut: CutContext,
 ) -> DataFrame:
     """Call the member's ``module:function(spark, inputs, cut)`` and check it returns a DataFrame.

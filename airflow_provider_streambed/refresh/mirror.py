@@ -1,18 +1,23 @@
-"""Mirror merge: a source table's rows at W from the previous cut's files plus the changelog.
+"""Mirror merge: a source table's rows at W from the previous cut's snapshot plus the changelog.
 
 New state = previous cut's rows + changes in ``[W_prev, W)``: the last image per key ordered by
 ``(_commit_lsn, _seq)`` wins, deletes remove, a truncate removes every earlier row, and
-unchanged-TOAST markers take the value of the key's previous image. Rows whose key has no change
-are passed through without a sort (an anti join against the changed keys, broadcast by
-Spark when they are small), so the cost
-of the sort grows with the changes; the output is still a full rewrite of the table's files.
+unchanged-TOAST markers take the value of the key's previous image.
+
+The output is merge-on-read (:class:`MirrorOutput` ``incremental``): new data files hold only the
+last images of changed keys, and position deletes remove the previous rows of those keys from
+the files that hold them; every other file of the previous snapshot stays as it is. Finding
+those rows reads only the key columns (plus unchanged-TOAST columns, when the changelog has
+such markers) and Spark's file name and row index of the previous files. The mirror is written
+whole instead on its first cut, after a truncate, when columns were added (so a snapshot's
+files share one schema), and when the plan asks for it (compaction).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
@@ -22,6 +27,7 @@ from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.schema import check_mirror_schema
+from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,
@@ -30,6 +36,7 @@ from airflow_provider_streambed.staging import (
     OP_TRUNCATE,
     SEQ,
     TOAST_MARKER_PREFIX,
+    SnapshotFiles,
     TableCapture,
 )
 
@@ -47,33 +54,53 @@ class MirrorInput:
         group: the group's name (for messages).
         member: the mirror declaration.
         capture: the run's changelog of the mirrored table.
-        previous_files: Parquet files of the mirror in the previous cut (empty before the first).
+        previous: the mirror's files in the previous cut (no data files: none before the first).
         previous_key_columns: the mirror's key in the previous cut (empty: not known).
         previous_watermark: the previous cut's W. Changes committed before it are in the previous
             files already: a capture that began before that cut was published replays them, and
             they are dropped (an append-only mirror would otherwise hold them twice).
+        rewrite: a reason to write the mirror whole (compaction); empty: merge-on-read.
     """
 
     group: str
     member: Mirror
     capture: TableCapture
-    previous_files: tuple[str, ...] = ()
+    previous: SnapshotFiles = field(default_factory=SnapshotFiles)
     previous_key_columns: tuple[str, ...] = ()
     previous_watermark: Lsn | None = None
+    rewrite: str = ""
 
 
-def merge_mirror(spark: SparkSession, source: MirrorInput) -> DataFrame:
-    """The mirror's rows at W, with the source table's columns in source order.
+@dataclass(frozen=True, slots=True)
+class MirrorOutput:
+    """A mirror's merge result.
+
+    Attributes:
+        rows: the mirror's whole table, or (``incremental``) the rows to add to the previous snapshot.
+        deletes: (``incremental``) position-delete rows over the previous snapshot's files; ``None``
+            when nothing is deleted.
+        incremental: whether ``rows`` and ``deletes`` apply on top of the previous snapshot.
+        reason: why the output is whole or incremental, for logs and the staged manifest.
+    """
+
+    rows: DataFrame
+    deletes: DataFrame | None
+    incremental: bool
+    reason: str
+
+
+def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
+    """The mirror's rows at W (whole or as changes to the previous snapshot), in source column order.
 
     Raises:
         SchemaChangeError: a column was dropped, changed type, or the key changed.
         RefreshError: the changelog cannot be read or misses declared columns.
     """
     changes = _read_changelog(spark, source)
-    previous = spark.read.parquet(*source.previous_files) if source.previous_files else None
+    previous = SnapshotScan(spark, source.previous) if source.previous.data else None
     check_mirror_schema(
         f"group {source.group!r}, member {source.member.name!r}, table {source.member.qualified_table!r}",
-        previous.schema if previous is not None else None,
+        previous.rows().schema if previous is not None else None,
         changes.schema,
         source.capture,
         source.previous_key_columns,
@@ -95,11 +122,44 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> DataFrame:
         previous = None
         logger.info("member=%s: truncate at (%s, %s) drops the previous rows", source.member.name, *truncated_at)
     change_rows = change_rows.where(F.col(OP) != OP_TRUNCATE)
-    previous_rows = _previous_rows(previous, changes.schema, columns, markers) if previous is not None else None
-    if source.member.append_only or not source.capture.key_columns:
+    key = [] if source.member.append_only else list(source.capture.key_columns)
+    reason = _rewrite_reason(source, previous, truncated_at is not None, columns)
+    if previous is not None and not reason:
+        return _incremental(previous, change_rows, columns, key, markers)
+    whole = _previous_rows(previous.rows(), changes.schema, columns, markers) if previous is not None else None
+    if not key:
         appended = change_rows.where(F.col(OP) == OP_INSERT).select(*columns)
-        return appended if previous_rows is None else previous_rows.select(*columns).unionByName(appended)
-    return _merge_by_key(change_rows, previous_rows, columns, list(source.capture.key_columns), markers)
+        rows = appended if whole is None else whole.select(*columns).unionByName(appended)
+    else:
+        rows = _merge_by_key(change_rows, whole, columns, key, markers)
+    return MirrorOutput(rows, None, False, reason)
+
+
+def _rewrite_reason(source: MirrorInput, previous: SnapshotScan | None, truncated: bool, columns: list[str]) -> str:
+    """Why the mirror is written whole this run (empty: it is not)."""
+    if not source.previous.data:
+        return "first cut"
+    if truncated:
+        return "truncated"
+    if previous is not None and set(columns) - set(previous.columns):
+        return "columns added"
+    return source.rewrite
+
+
+def _incremental(
+    previous: SnapshotScan, change_rows: DataFrame, columns: list[str], key: list[str], markers: list[str]
+) -> MirrorOutput:
+    """New images of the changed keys, and position deletes of their previous rows."""
+    if not key:
+        return MirrorOutput(change_rows.where(F.col(OP) == OP_INSERT).select(*columns), None, True, "append-only")
+    changed_keys = change_rows.select(*key).distinct()
+    touched = previous.rows([*key, *markers], positions=True).join(changed_keys, on=key, how="left_semi")
+    if markers:  # unchanged-TOAST values come from the previous rows of their keys
+        earlier = _previous_rows(touched, change_rows.schema, columns, markers)
+        images = _last_images(earlier.unionByName(change_rows), columns, key, markers)
+    else:
+        images = _last_images(change_rows, columns, key, markers)
+    return MirrorOutput(images, previous.deletes_of(touched), True, "merge-on-read")
 
 
 def _read_changelog(spark: SparkSession, source: MirrorInput) -> DataFrame:
@@ -127,8 +187,8 @@ def _after(position: tuple[int, int]) -> Column:
 def _previous_rows(
     previous: DataFrame, changes: StructType, columns: Sequence[str], markers: Sequence[str]
 ) -> DataFrame:
-    """Previous rows shaped like changelog rows; columns added since are null."""
-    types: dict[str, DataType] = {field.name: field.dataType for field in changes.fields}
+    """Previous rows shaped like changelog rows; columns added since (or not read) are null."""
+    types: dict[str, DataType] = {column.name: column.dataType for column in changes.fields}
     present = set(previous.columns)
     return previous.select(
         *[F.col(name) if name in present else F.lit(None).cast(types[name]).alias(name) for name in columns],

@@ -24,6 +24,7 @@ from airflow_provider_streambed.catalog import plan_snapshot_files, warehouse_of
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
@@ -48,9 +49,17 @@ LOCAL_CONF = {
 
 
 def build_job_spec(
-    group: RefreshGroup, catalog: Catalog, ledger: Ledger, capture_manifest_uri: str, run_key: str
+    group: RefreshGroup,
+    catalog: Catalog,
+    ledger: Ledger,
+    capture_manifest_uri: str,
+    run_key: str,
+    compact: str = "auto",
 ) -> JobSpec:
     """The job spec of run ``run_key``, based on the group's previous cut.
+
+    ``compact`` says which mirrors due for compaction are rewritten whole
+    (:func:`~airflow_provider_streambed.refresh.compaction.choose_compactions`).
 
     Raises:
         RefreshError: the capture manifest is missing or belongs to another group or run.
@@ -72,17 +81,24 @@ def build_job_spec(
             f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
         )
     tables = {} if previous is None else _previous_tables(catalog, group, previous)
-    work = plan_work(group, {table.member: table for table in manifest.tables}, _known(tables))
+    known = _known(tables)
+    work = plan_work(group, {table.member: table for table in manifest.tables}, known)
     carried = {name: planned.reason for name, planned in work.items() if not planned.compute}
+    computed = [name for name, planned in work.items() if planned.compute]
+    rewrite = choose_compactions(group, {name: found.storage for name, found in known.items()}, computed, compact)
     read_previous = {mirror.name for mirror in group.mirrors if mirror.name not in carried} | {
         source for member in group.members if member.name not in carried
         for source in (group.member(name).name for name in member.sources) if source in carried
     }
     previous_files: dict[str, tuple[str, ...]] = {}
+    previous_deletes: dict[str, tuple[str, ...]] = {}
     previous_keys: dict[str, tuple[str, ...]] = {}
     for name, (table, snapshot_id) in tables.items():
         if name in read_previous:
-            previous_files[name] = plan_snapshot_files(table, snapshot_id)
+            files = plan_snapshot_files(table, snapshot_id)
+            previous_files[name] = files.data
+            if files.deletes:
+                previous_deletes[name] = files.deletes
         schema = table.schema()
         keys = schema.identifier_field_names()
         if keys and isinstance(group.member(name), Mirror):
@@ -98,10 +114,13 @@ def build_job_spec(
         previous_files=previous_files,
         previous_key_columns=previous_keys,
         carried=carried,
+        previous_deletes=previous_deletes,
+        rewrite=rewrite,
     )
     for planned in work.values():
-        logger.info("group=%s W=%s cut=%d: %s %s (%s)", group.name, spec.watermark, spec.cut_number,
-                    "computing" if planned.compute else "carrying over", planned.member, planned.reason)
+        logger.info("group=%s W=%s cut=%d: %s %s (%s%s)", group.name, spec.watermark, spec.cut_number,
+                    "computing" if planned.compute else "carrying over", planned.member, planned.reason,
+                    f"; rewritten whole, {rewrite[planned.member]}" if planned.member in rewrite else "")
     if not spec.computed_members():
         logger.info("group=%s W=%s cut=%d: no member changed; no Spark application is needed", group.name,
                     spec.watermark, spec.cut_number)
@@ -121,12 +140,16 @@ def _previous_tables(catalog: Catalog, group: RefreshGroup, previous: CutRecord)
 
 
 def _known(tables: Mapping[str, tuple[Table, int]]) -> dict[str, PreviousMember]:
-    """What the previous cut's snapshots were made from: the definition digest and the columns."""
+    """What the previous cut's snapshots were made from (definition digest, columns) and how they are stored."""
     known = {}
     for name, (table, snapshot_id) in tables.items():
         snapshot = table.snapshot_by_id(snapshot_id)
         summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
-        known[name] = PreviousMember(summary.get(DEFINITION_PROPERTY), tuple(f.name for f in table.schema().fields))
+        known[name] = PreviousMember(
+            summary.get(DEFINITION_PROPERTY),
+            tuple(f.name for f in table.schema().fields),
+            SnapshotStorage.from_summary(summary),
+        )
     return known
 
 

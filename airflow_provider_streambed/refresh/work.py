@@ -16,18 +16,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, member_fields
+from airflow_provider_streambed.refresh.compaction import SnapshotStorage
 from airflow_provider_streambed.staging import TableCapture
 
 #: Snapshot summary property holding the digest of the member definition the snapshot was made from.
 DEFINITION_PROPERTY = "streambed.definition"
+#: Declaration fields that tune how a member is stored, not what its rows are: not in the digest.
+STORAGE_FIELDS = frozenset({"compact_deleted_ratio", "compact_max_files"})
 
 
 def definition_digest(member: Member) -> str:
-    """A short digest of a member's declaration (kind and fields): changes when the definition does."""
-    text = json.dumps(member_fields(member), sort_keys=True, default=list)
+    """A short digest of a member's declaration (kind and the fields that decide its rows)."""
+    fields = {name: value for name, value in member_fields(member).items() if name not in STORAGE_FIELDS}
+    text = json.dumps(fields, sort_keys=True, default=list)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -38,10 +42,12 @@ class PreviousMember:
     Attributes:
         definition: the definition digest stored with the snapshot (``None``: made before digests).
         columns: the snapshot's column names.
+        storage: the snapshot's files and rows (for compaction).
     """
 
     definition: str | None
     columns: tuple[str, ...]
+    storage: SnapshotStorage = field(default_factory=SnapshotStorage)
 
 
 @dataclass(frozen=True, slots=True)

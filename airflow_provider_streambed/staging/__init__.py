@@ -48,6 +48,7 @@ from airflow_provider_streambed.staging.paths import (
     MANIFEST_NAME,
     MEMBER_MANIFEST_NAME,
     capture_manifest_uri,
+    delete_dir,
     group_staging_dir,
     join,
     member_dir,
@@ -58,6 +59,7 @@ from airflow_provider_streambed.staging.records import (
     CaptureManifest,
     JobSpec,
     MemberManifest,
+    SnapshotFiles,
     TableCapture,
 )
 
@@ -80,9 +82,11 @@ __all__ = [
     "CaptureManifest",
     "JobSpec",
     "MemberManifest",
+    "SnapshotFiles",
     "TableCapture",
     "capture_manifest_uri",
     "collect_member_manifests",
+    "delete_dir",
     "group_staging_dir",
     "join",
     "member_dir",

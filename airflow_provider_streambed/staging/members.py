@@ -18,7 +18,7 @@ from pyarrow import fs
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging.json_io import read_json, write_json
-from airflow_provider_streambed.staging.paths import join, member_dir, member_manifest_uri
+from airflow_provider_streambed.staging.paths import delete_dir, join, member_dir, member_manifest_uri
 from airflow_provider_streambed.staging.records import JobSpec, MemberManifest
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DATA_DIR = "data"
+DELETES_DIR = "deletes"
 #: Prefix of the line the Spark application prints on failure; the submitter reports it.
 ERROR_MARKER = "STREAMBED-ERROR: "
 
@@ -54,12 +55,24 @@ def staged_manifest(
 
 
 def stage_member_output(
-    frame: DataFrame, root: str, member: str, watermark: Lsn, key_columns: tuple[str, ...] = (), definition: str = ""
+    frame: DataFrame,
+    root: str,
+    member: str,
+    watermark: Lsn,
+    key_columns: tuple[str, ...] = (),
+    definition: str = "",
+    *,
+    incremental: bool = False,
+    deletes: DataFrame | None = None,
+    reason: str = "",
 ) -> MemberManifest:
-    """Write ``frame`` as Parquet under the member's directory, then its manifest.
+    """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
-    A stale manifest (another W) is removed first, so a crash while writing never leaves a
-    manifest that names files of another W.
+    Without ``incremental`` the files are the member's whole table; with it they are added to its
+    previous snapshot (files without rows are left out), and ``deletes`` (position-delete rows,
+    ``file_path`` and ``pos``) remove rows of that snapshot. ``reason`` says why the output is
+    whole or incremental. A stale manifest (another W) is removed first, so a crash while writing
+    never leaves a manifest that names files of another W.
     """
     manifest_uri = member_manifest_uri(root, member)
     filesystem, manifest_path = fs.FileSystem.from_uri(manifest_uri)
@@ -67,7 +80,16 @@ def stage_member_output(
         filesystem.delete_file(manifest_path)
     data_uri = join(member_dir(root, member), DATA_DIR)
     frame.write.mode("overwrite").parquet(data_uri)
-    files, rows = _list_parquet(data_uri)
+    files, rows = _list_parquet(data_uri, keep_empty=not incremental)
+    delete_files: tuple[str, ...] = ()
+    deleted = 0
+    deletes_uri = join(member_dir(root, member), DELETES_DIR)
+    if incremental and deletes is not None:
+        ordered = deletes.repartition(1).sortWithinPartitions(*deletes.columns)
+        ordered.write.mode("overwrite").parquet(deletes_uri)
+        delete_files, deleted = _list_parquet(deletes_uri, keep_empty=False)
+    else:
+        delete_dir(deletes_uri)  # left by an earlier attempt
     manifest = MemberManifest(
         member=member,
         watermark=watermark,
@@ -76,14 +98,20 @@ def stage_member_output(
         key_columns=key_columns,
         written_at=dt.datetime.now(dt.UTC).isoformat(),
         definition=definition,
+        incremental=incremental,
+        delete_files=delete_files,
+        deleted_rows=deleted,
+        reason=reason,
     )
     write_json(manifest_uri, manifest.to_dict())
-    logger.info("member=%s W=%s: staged rows=%d files=%d", member, watermark, rows, len(files))
+    logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,
+                len(files), deleted, len(delete_files), reason or "whole")
     return manifest
 
 
-def _list_parquet(directory_uri: str) -> tuple[tuple[str, ...], int]:
-    """The Parquet data files in ``directory_uri`` (as URIs) and their total row count."""
+def _list_parquet(directory_uri: str, keep_empty: bool) -> tuple[tuple[str, ...], int]:
+    """The Parquet data files in ``directory_uri`` (as URIs; without rows only if ``keep_empty``)
+    and their total row count."""
     filesystem, path = fs.FileSystem.from_uri(directory_uri)
     infos = filesystem.get_file_info(fs.FileSelector(path))
     names = sorted(
@@ -91,11 +119,12 @@ def _list_parquet(directory_uri: str) -> tuple[tuple[str, ...], int]:
         for info in infos
         if info.type == fs.FileType.File and info.base_name.endswith(".parquet") and info.base_name[0] not in "._"
     )
-    rows = 0
+    counted = []
     for name in names:
         with filesystem.open_input_file(f"{path}/{name}") as stream:
-            rows += pq.ParquetFile(stream).metadata.num_rows
-    return tuple(join(directory_uri, name) for name in names), rows
+            counted.append((name, pq.ParquetFile(stream).metadata.num_rows))
+    kept = [(name, rows) for name, rows in counted if rows or keep_empty]
+    return tuple(join(directory_uri, name) for name, _ in kept), sum(rows for _, rows in kept)
 
 
 def collect_member_manifests(spec: JobSpec) -> dict[str, MemberManifest]:

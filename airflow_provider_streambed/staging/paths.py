@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pyarrow import fs
+
 CAPTURE_DIR = "_capture"
 MANIFEST_NAME = "manifest.json"
 MEMBER_MANIFEST_NAME = "_manifest.json"
@@ -36,3 +38,12 @@ def member_dir(root: str, member: str) -> str:
 def member_manifest_uri(root: str, member: str) -> str:
     """Where a member's manifest of the run staged at ``root`` lives."""
     return join(root, member, MEMBER_MANIFEST_NAME)
+
+
+def delete_dir(uri: str) -> bool:
+    """Delete the directory ``uri`` and its contents; ``False`` if it did not exist."""
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    if filesystem.get_file_info(path).type == fs.FileType.NotFound:
+        return False
+    filesystem.delete_dir(path)
+    return True

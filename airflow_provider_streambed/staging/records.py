@@ -82,6 +82,23 @@ class CaptureManifest:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotFiles:
+    """The files of one member snapshot: Parquet data files and the position-delete files over them.
+
+    A row of a data file is live unless a delete file names its ``(file_path, pos)``.
+    """
+
+    data: tuple[str, ...] = ()
+    deletes: tuple[str, ...] = ()
+
+    def then(self, manifest: MemberManifest) -> SnapshotFiles:
+        """The files of the snapshot that publishing ``manifest`` on top of this one makes."""
+        if not manifest.incremental:
+            return SnapshotFiles(manifest.files)
+        return SnapshotFiles(self.data + manifest.files, self.deletes + manifest.delete_files)
+
+
+@dataclass(frozen=True, slots=True)
 class MemberManifest:
     """A member's staged output for one run; written last in ``<root>/<member>/``.
 
@@ -93,6 +110,13 @@ class MemberManifest:
         key_columns: the member's key (mirrors), empty otherwise.
         written_at: ISO-8601 UTC time the manifest was written.
         definition: digest of the member declaration the output was computed from (empty: unknown).
+        incremental: ``False``: ``files`` are the member's whole table. ``True`` (a mirror's
+            merge-on-read output): ``files`` hold the new images of changed keys and are added to
+            the member's previous snapshot, whose changed and deleted rows ``delete_files`` remove.
+        delete_files: Iceberg position-delete files (``file_path``, ``pos``) over the previous
+            snapshot's data files.
+        deleted_rows: rows over all delete files.
+        reason: why the output is whole or incremental (for logs), e.g. ``compaction: ...``.
     """
 
     member: str
@@ -102,6 +126,10 @@ class MemberManifest:
     key_columns: tuple[str, ...] = ()
     written_at: str = ""
     definition: str = ""
+    incremental: bool = False
+    delete_files: tuple[str, ...] = ()
+    deleted_rows: int = 0
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -120,6 +148,10 @@ class MemberManifest:
             key_columns=tuple(data.get("key_columns", ())),
             written_at=data.get("written_at", ""),
             definition=data.get("definition", ""),
+            incremental=bool(data.get("incremental", False)),
+            delete_files=tuple(data.get("delete_files", ())),
+            deleted_rows=int(data.get("deleted_rows", 0)),
+            reason=data.get("reason", ""),
         )
 
 
@@ -135,12 +167,14 @@ class JobSpec:
         cut_number: the number the cut will get if published.
         staging_root: this run's staging root.
         capture_manifest: URI of the capture step's :class:`CaptureManifest`.
-        previous_files: per member, the Parquet files of its snapshot in the previous cut.
+        previous_files: per member, the Parquet data files of its snapshot in the previous cut.
         members: the members to compute (all by default; one when run per member).
         previous_key_columns: per mirror, its key in the previous cut (empty: not known); a
             changed key fails the refresh.
         carried: members that keep their snapshot of the previous cut, with the reason (nothing
             changed for them); the job computes none of them and reads them from ``previous_files``.
+        previous_deletes: per member, the position-delete files of its snapshot in the previous cut.
+        rewrite: mirrors to write whole rather than merge-on-read, with the reason (compaction).
     """
 
     group: dict[str, Any]
@@ -154,6 +188,12 @@ class JobSpec:
     members: tuple[str, ...] = ()
     previous_key_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
     carried: dict[str, str] = field(default_factory=dict)
+    previous_deletes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    rewrite: dict[str, str] = field(default_factory=dict)
+
+    def previous_snapshot(self, member: str) -> SnapshotFiles:
+        """The files of ``member``'s snapshot in the previous cut (none: no previous cut, or not needed)."""
+        return SnapshotFiles(self.previous_files.get(member, ()), self.previous_deletes.get(member, ()))
 
     def computed_members(self) -> tuple[str, ...]:
         """The members this spec computes: the requested ones (default all) that are not carried."""
@@ -186,4 +226,6 @@ class JobSpec:
             members=tuple(data.get("members", ())),
             previous_key_columns={k: tuple(v) for k, v in data.get("previous_key_columns", {}).items()},
             carried=dict(data.get("carried", {})),
+            previous_deletes={k: tuple(v) for k, v in data.get("previous_deletes", {}).items()},
+            rewrite=dict(data.get("rewrite", {})),
         )

@@ -64,6 +64,8 @@ def test_topological_order_follows_dependencies_then_declaration_order() -> None
         (lambda: Mirror("a.b.c"), r"mirror source table 'a.b.c' must be 'schema.table' or 'table'"),
         (lambda: Mirror("accounts", name="1st"), r"mirror of 'accounts', name: '1st' is not a valid identifier"),
         (lambda: Mirror('x"; drop table y; --'), r"is not a valid identifier"),
+        (lambda: Mirror("t", compact_deleted_ratio=0), r"mirror 't': compact_deleted_ratio must be > 0, got 0"),
+        (lambda: Mirror("t", compact_max_files=0), r"mirror 't': compact_max_files must be an integer >= 1, got 0"),
         (lambda: SqlMember("my table", "SELECT 1"), r"sql member name: 'my table' is not a valid identifier"),
         (lambda: SqlMember("totals", "  "), r"sql member 'totals': query is empty"),
         (lambda: SqlMember("totals", "SELECT 1", sources="accounts"), r"sql member 'totals', sources: expected a list"),

@@ -2,9 +2,11 @@
 
 Each cut: random inserts, updates (some leaving a TOASTed value unchanged), deletes, key updates
 and a truncate in PostgreSQL; ``capture_run`` pins W; the spec is built from the ledger and
-catalog (previous cut's files planned by pyiceberg); the job runs on real Spark; the staged
-outputs are compared with PostgreSQL's state, which no writer touches between the pin and the
-comparison; then ``publish_cut`` and ``advance_slot`` prepare the next cut.
+catalog (previous cut's data and delete files planned by pyiceberg); the job runs on real Spark
+(the mirror merge-on-read); ``publish_cut`` publishes; every reader of the cut (pyiceberg, the
+tag scanned by plain pyiceberg, DuckDB's views and ``iceberg_scan``, Spark) is compared with
+PostgreSQL's state, which no writer touches between the pin and the comparison; then
+``advance_slot`` prepares the next cut.
 """
 
 from __future__ import annotations
@@ -15,21 +17,24 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.catalog import Catalog
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.capture.run import capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.catalog import open_catalog
+from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.publish.cut import publish_cut
+from airflow_provider_streambed.publish.tables import cut_tag
+from airflow_provider_streambed.read import Cut, CutReader, load_duckdb_iceberg
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, CaptureManifest
-from tests.integration.refresh.jobs import read_staged
+from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, CaptureManifest, MemberManifest
 from tests.integration.refresh.test_members import BY_NAME_SQL, TOTALS_SQL, derived_group
 
 pytestmark = pytest.mark.slow
@@ -92,8 +97,41 @@ def _rows(conn: psycopg.Connection[Any], query: str) -> list[tuple[Any, ...]]:
     return sorted(conn.execute(query).fetchall())
 
 
-def _staged_rows(manifest: Any) -> list[tuple[Any, ...]]:
-    return sorted(tuple(row.values()) for row in read_staged(manifest).to_pylist())
+def _sorted(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted(tuple(row.values()) for row in table.to_pylist())
+
+
+def _every_reader(cut: Cut, catalog: Catalog, spark: SparkSession, member: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The member's rows at the cut as each reader returns them."""
+    tag = cut_tag(cut.group, cut.cut_id)
+    location = cut.member(member).metadata_location
+    with duckdb.connect() as con:
+        cut.to_duckdb(con)
+        views = _sorted(con.execute(f'SELECT * FROM "{member}"').fetch_arrow_table())
+        load_duckdb_iceberg(con)
+        scan = _sorted(con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table())
+    return {
+        "Cut.to_arrow": _sorted(cut.to_arrow(member)),
+        "pyiceberg tag": _sorted(catalog.load_table(cut.member(member).table_identifier).scan()
+                                 .use_ref(tag).to_arrow()),
+        "Cut.to_duckdb": views,
+        "duckdb iceberg_scan": scan,
+        "Cut.to_spark": sorted(tuple(row) for row in cut.to_spark(spark)[member].collect()),
+    }
+
+
+def _check_files_kept(cut: Cut, previous: Cut | None, staged: MemberManifest) -> None:
+    """An incremental mirror's snapshot keeps every previous file, adds the staged ones, and its
+    deletes name only previous files."""
+    if previous is None or not staged.incremental:
+        return
+    before = plan_snapshot_files(previous.table("accounts"), previous.member("accounts").snapshot_id)
+    after = plan_snapshot_files(cut.table("accounts"), cut.member("accounts").snapshot_id)
+    assert set(before.data) <= set(after.data), "previous files must stay in the snapshot"
+    assert len(after.data) == len(before.data) + len(staged.files)
+    named = {path for uri in after.deletes for path in pq.read_table(uri.removeprefix("file://"))
+             .column("file_path").to_pylist()}
+    assert named <= set(before.data)
 
 
 def _count_changes(manifest: CaptureManifest, seen: Counter[str]) -> None:
@@ -112,28 +150,44 @@ def test_refresh_matches_postgres_at_w_over_published_cuts(
     ledger = Ledger(catalog.engine)  # type: ignore[attr-defined]  # SqlCatalog has an engine
     ledger.create()
     seen: Counter[str] = Counter()
+    reasons = []
+    reader = CutReader(catalog, GROUP, ledger)
+    previous: Cut | None = None
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(SCHEMA)
         _write(conn, rng, 25, truncate=False)
-        for cut in range(1, 4):
+        for cut in range(1, 7):
             if cut > 1:
-                _write(conn, rng, 25, truncate=cut == 3)
+                _write(conn, rng, 25, truncate=cut == 4)
             run_key = f"run{cut}"
             captured = capture_run(conn, GROUP, ledger, run_key, (tmp_path / "warehouse").as_uri())
             _count_changes(captured.manifest, seen)
-            spec = build_job_spec(GROUP, catalog, ledger, captured.manifest_uri, run_key)
+            # small tables: their deletes pass the compaction threshold at once; the last run compacts both
+            spec = build_job_spec(GROUP, catalog, ledger, captured.manifest_uri, run_key, "all" if cut == 6 else "none")
+            assert set(spec.rewrite) == ({"accounts", "regions"} if cut == 6 else set())
             assert spec.cut_number == cut
             assert bool(spec.previous_files) == (cut > 1)
+            assert ("accounts" in spec.previous_deletes) == (cut > 2 and reasons[-1] == "merge-on-read"), reasons
             run_job(spark, spec)
             staged = collect_member_manifests(spec)
-            accounts = _rows(conn, "SELECT * FROM accounts")
-            assert _staged_rows(staged["accounts"]) == accounts, f"cut {cut}"
-            assert _staged_rows(staged["regions"]) == _rows(conn, "SELECT * FROM regions"), f"cut {cut}"
-            assert _staged_rows(staged["by_name"]) == _rows(conn, BY_NAME_SQL), f"cut {cut}"
-            expected_totals = [(*row, cut) for row in _rows(conn, TOTALS_SQL)]
-            assert _staged_rows(staged["totals"]) == expected_totals, f"cut {cut}"
+            reasons.append(staged["accounts"].reason)
             published = publish_cut(catalog, ledger, GROUP, run_key, staged)
             assert published.cut_id == cut
+            expected = {
+                "accounts": _rows(conn, "SELECT * FROM accounts"),
+                "regions": _rows(conn, "SELECT * FROM regions"),
+                "by_name": _rows(conn, BY_NAME_SQL),
+                "totals": [(*row, cut) for row in _rows(conn, TOTALS_SQL)],
+            }
+            current = reader.get(cut)
+            for member, rows in expected.items():
+                for name, found in _every_reader(current, catalog, spark, member).items():
+                    assert found == rows, f"cut {cut}, member {member}, reader {name}: {found} != {rows}"
+            assert current.row_counts()["accounts"] == len(expected["accounts"])
+            _check_files_kept(current, previous, staged["accounts"])
+            previous = current
             advance_slot(conn, GROUP, captured.watermark)
             conn.execute("UPDATE regions SET name = name || '+' WHERE region = %s", (rng.choice("ab"),))
     assert seen["T"] == 1 and seen["toast"] > 0 and seen["D"] > 0 and seen["U"] > 0, seen
+    assert reasons[:5] == ["first cut", "merge-on-read", "merge-on-read", "truncated", "merge-on-read"], reasons
+    assert reasons[5].startswith("compaction: ") and not current.table("accounts").scan().plan_files()[0].delete_files

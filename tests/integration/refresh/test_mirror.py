@@ -16,7 +16,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
-from tests.integration.refresh.jobs import capture_dir, read_staged, sorted_rows, stage_spec
+from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +35,7 @@ def test_mirror_follows_random_changes_over_cuts(spark: SparkSession, tmp_path: 
     random_changes(model, rng, 15)  # after the copy
     previous = None
     prev_w = None
+    reasons: list[str] = []
     for cut in range(1, 5):
         if cut > 1:
             random_changes(model, rng, 25)
@@ -46,13 +47,19 @@ def test_mirror_follows_random_changes_over_cuts(spark: SparkSession, tmp_path: 
         capture = model.flush(capture_dir(tmp_path, GROUP, run_key, "accounts"), "accounts", bootstrap=cut == 1)
         watermark = Lsn(model.lsn)
         spec = stage_spec(tmp_path, GROUP, run_key, watermark, [capture], previous, prev_w, cut)
-        staged = run_job(spark, spec)
-        table = read_staged(staged["accounts"])
+        staged = run_job(spark, spec)["accounts"]
+        reasons.append(staged.reason)
+        assert staged.incremental == (staged.reason == "merge-on-read"), f"cut {cut}: {staged.reason}"
+        before = previous["accounts"].files.data if previous else ()
+        previous, prev_w = advance(previous, {"accounts": staged}), watermark
+        table = read_files(previous["accounts"].files)
         assert table.schema == ACCOUNT_SCHEMA.remove_metadata(), f"cut {cut}"
         assert sorted_rows(table, KEY) == model.truth(), f"cut {cut}"
-        assert staged["accounts"].row_count == len(model.rows)
-        assert staged["accounts"].key_columns == KEY
-        previous, prev_w = staged, watermark
+        assert staged.key_columns == KEY
+        if staged.incremental:  # the previous files stay; new rows are only the changed keys' images
+            assert previous["accounts"].files.data[: len(before)] == before
+            assert staged.row_count < len(model.rows) and staged.deleted_rows > 0
+    assert reasons[0] == "first cut" and reasons[2] == "truncated" and reasons.count("merge-on-read") >= 1, reasons
 
 
 def test_added_column_appears_null_in_older_rows(spark: SparkSession, tmp_path: Path) -> None:
@@ -63,14 +70,16 @@ def test_added_column_appears_null_in_older_rows(spark: SparkSession, tmp_path: 
         model.insert({"id": ident, "v": ident})
     model.commit()
     capture = model.flush(capture_dir(tmp_path, group, "r1", "t"), "t")
-    first = run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [capture]))
+    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [capture])))
     model.schema = schema.append(pa.field("w", pa.string()))
     model.insert({"id": 10, "v": 10, "w": "new"})
     model.update((1,), {"v": 100, "w": "set"})
     model.commit()
     capture = model.flush(capture_dir(tmp_path, group, "r2", "t"), "t")
     spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [capture], first, Lsn(1), 2)
-    rows = sorted_rows(read_staged(run_job(spark, spec)["t"]), ("id",))
+    staged = run_job(spark, spec)["t"]
+    assert (staged.incremental, staged.reason) == (False, "columns added")  # a snapshot's files share one schema
+    rows = sorted_rows(read_staged(staged), ("id",))
     assert rows == [
         {"id": 0, "v": 0, "w": None},
         {"id": 1, "v": 100, "w": "set"},
@@ -106,7 +115,8 @@ def test_incompatible_schema_change_fails_and_stages_nothing(
     model = TableModel("t", schema, ("id",))
     model.insert({"id": 1, "v": 1})
     model.commit()
-    first = run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [model.flush(tmp_path / "c1", "t")]))
+    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn),
+                                                    [model.flush(tmp_path / "c1", "t")])))
     changed = TableModel("t", new_schema, key, lsn=model.lsn)
     string_v = "v" in new_schema.names and new_schema.field("v").type == pa.string()
     changed.insert({"id": 2, "v": "2" if string_v else 2})
@@ -140,17 +150,18 @@ def test_changes_the_previous_cut_holds_are_not_applied_twice(spark: SparkSessio
         model.commit()
     first = model.flush(capture_dir(tmp_path, group, "run1", "accounts"), "accounts", bootstrap=True)
     w1 = Lsn(model.lsn)
-    previous = run_job(spark, stage_spec(tmp_path, group, "run1", w1, [first]))
+    previous = advance(None, run_job(spark, stage_spec(tmp_path, group, "run1", w1, [first])))
     for ident in range(6, 9):
         model.insert(account_row(rng, "b", ident))
         model.commit()
     second = model.flush(capture_dir(tmp_path, group, "run2", "accounts"), "accounts")
     w2 = Lsn(model.lsn)
-    previous = run_job(spark, stage_spec(tmp_path, group, "run2", w2, [second], previous, w1, 2))
+    previous = advance(previous, run_job(spark, stage_spec(tmp_path, group, "run2", w2, [second], previous, w1, 2)))
     for ident in range(9, 11):
         model.insert(account_row(rng, "c", ident))
         model.commit()
     third = model.flush(capture_dir(tmp_path, group, "run3", "accounts"), "accounts")
     replayed = replace(third, files=second.files + third.files, changes=second.changes + third.changes)
     staged = run_job(spark, stage_spec(tmp_path, group, "run3", Lsn(model.lsn), [replayed], previous, w2, 3))
-    assert sorted_rows(read_staged(staged["accounts"]), KEY) == model.truth()
+    assert staged["accounts"].incremental and not staged["accounts"].delete_files  # append-only: files added
+    assert sorted_rows(read_files(advance(previous, staged)["accounts"].files), KEY) == model.truth()

@@ -12,7 +12,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import collect_member_manifests, job_application, job_arguments
 from airflow_provider_streambed.refresh.job import check_spec
 from airflow_provider_streambed.refresh.plan import _error_summary, spark_submit_command
-from airflow_provider_streambed.staging import JobSpec, MemberManifest, member_manifest_uri, write_json
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
 
 GROUP = RefreshGroup(
     "shop",
@@ -44,8 +44,11 @@ def _spec(tmp_path: Path, **changes: object) -> JobSpec:
 
 
 def test_spec_round_trips_through_json(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, members=("orders",))
+    spec = _spec(tmp_path, members=("orders",), previous_deletes={"orders": ("file:///w/d.parquet",)},
+                 rewrite={"orders": "compaction: 64 files"})
     assert JobSpec.from_dict(spec.to_dict()) == spec
+    assert spec.previous_snapshot("orders") == SnapshotFiles(("file:///w/a.parquet",), ("file:///w/d.parquet",))
+    assert spec.previous_snapshot("totals") == SnapshotFiles()
     first = _spec(tmp_path, prev_watermark=None, cut_number=1, previous_files={}, previous_key_columns={})
     assert JobSpec.from_dict(first.to_dict()) == first
     assert RefreshGroup.from_dict(spec.group) == GROUP

@@ -70,3 +70,6 @@ def test_the_digest_follows_the_definition() -> None:
     assert definition_digest(one) == definition_digest(SqlMember("balances", "SELECT 1", sources=["accounts"]))
     assert definition_digest(one) != definition_digest(SqlMember("balances", "SELECT 2", sources=["accounts"]))
     assert definition_digest(Mirror("a")) != definition_digest(Mirror("a", append_only=True))
+    # how a mirror is stored does not change its rows: no recompute when a threshold is tuned
+    assert definition_digest(Mirror("a")) == definition_digest(Mirror("a", compact_deleted_ratio=0.3,
+                                                                      compact_max_files=10))

@@ -1,0 +1,101 @@
+"""Reading a member snapshot's files in Spark, its Iceberg position deletes applied.
+
+Spark reads plain Parquet lists; an Iceberg snapshot is data files minus the rows its position
+delete files name by ``(file_path, pos)``. :class:`SnapshotScan` reads the data files with
+Spark's ``_metadata.file_name`` and ``_metadata.row_index`` (the row's position in its file, the
+``pos`` of an Iceberg delete) and anti-joins the deletes. It joins by file *name* because
+Spark reports a file's path in its own URI form (``file:/w/a%20b/f.parquet`` for
+``file:///w/a b/f.parquet``); the names of a member table's files are unique (every Spark write
+names its files with its own UUID), and :class:`SnapshotScan` refuses files whose names are not
+unique or would be URL-encoded. :meth:`SnapshotScan.deletes_of` turns rows read with their
+positions into position-delete rows with the Iceberg field ids, for a new delete file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.staging import SnapshotFiles
+
+#: Columns of an Iceberg position-delete file, and their reserved field ids.
+DELETE_FILE_PATH, DELETE_POS = "file_path", "pos"
+DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
+#: Columns :meth:`SnapshotScan.rows` adds with ``positions=True``: the row's file name and position.
+ROW_FILE, ROW_POS = "_row_file", "_row_pos"
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._=-]+")
+
+
+def file_names(uris: tuple[str, ...]) -> dict[str, str]:
+    """Each data file's name (the last path segment) mapped to its URI.
+
+    Raises:
+        RefreshError: two files share a name, or a name has characters Spark would URL-encode.
+    """
+    names = {uri: uri.rsplit("/", 1)[-1] for uri in uris}
+    shared = sorted(name for name, count in Counter(names.values()).items() if count > 1)
+    if shared:
+        raise RefreshError(f"data files share the names {shared[:3]}; position deletes cannot tell them apart")
+    odd = sorted(name for name in names.values() if not _PLAIN_NAME.fullmatch(name))
+    if odd:
+        raise RefreshError(f"data file names {odd[:3]} have characters outside [A-Za-z0-9._=-]")
+    return {name: uri for uri, name in names.items()}
+
+
+def with_field_ids(frame: DataFrame) -> DataFrame:
+    """``(file_path, pos)`` rows with the Iceberg field ids Spark writes into the Parquet schema."""
+    return frame.select(*[
+        F.col(name).cast("string" if name == DELETE_FILE_PATH else "long").alias(
+            name, metadata={"parquet.field.id": field_id}
+        )
+        for name, field_id in DELETE_FIELD_IDS.items()
+    ])
+
+
+class SnapshotScan:
+    """The live rows of a snapshot's files (deletes applied), optionally with their positions.
+
+    Args:
+        spark: the session.
+        files: the snapshot's data and delete files; at least one data file.
+    """
+
+    def __init__(self, spark: SparkSession, files: SnapshotFiles) -> None:
+        if not files.data:
+            raise RefreshError("a snapshot scan needs at least one data file")
+        self.spark = spark
+        self.files = files
+        self._names = file_names(files.data) if files.deletes else {}
+        self._frame = spark.read.parquet(*files.data)  # a snapshot's files share one schema (see mirror.py)
+
+    @property
+    def columns(self) -> list[str]:
+        """The data columns."""
+        return self._frame.columns
+
+    def rows(self, columns: list[str] | None = None, positions: bool = False) -> DataFrame:
+        """Live rows (``columns``, default all), with ``_row_file`` and ``_row_pos`` when ``positions``."""
+        selected: list[str | Column] = list(columns if columns is not None else self._frame.columns)
+        if positions or self.files.deletes:
+            selected += [F.col("_metadata.file_name").alias(ROW_FILE), F.col("_metadata.row_index").alias(ROW_POS)]
+        frame = self._frame.select(*selected)
+        if self.files.deletes:
+            deleted = self.spark.read.parquet(*self.files.deletes).select(
+                F.substring_index(F.col(DELETE_FILE_PATH), "/", -1).alias(ROW_FILE), F.col(DELETE_POS).alias(ROW_POS)
+            )
+            frame = frame.join(deleted, [ROW_FILE, ROW_POS], "left_anti")
+            if not positions:
+                frame = frame.drop(ROW_FILE, ROW_POS)
+        return frame
+
+    def deletes_of(self, rows: DataFrame) -> DataFrame:
+        """Position-delete rows (``file_path``, ``pos``, with field ids) for ``rows`` read with positions."""
+        names = self._names or file_names(self.files.data)
+        paths = self.spark.createDataFrame(list(names.items()), f"{ROW_FILE} string, {DELETE_FILE_PATH} string")
+        located = rows.select(ROW_FILE, ROW_POS).join(F.broadcast(paths), ROW_FILE)
+        return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS)))

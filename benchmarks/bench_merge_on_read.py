@@ -1,0 +1,142 @@
+"""Benchmark of a merge-on-read mirror refresh (issue 12); prints figures and ratios with the goals.
+
+A mirror of ``--rows`` rows (id, group, amount, text, timestamp) is written as a previous snapshot
+(8 Parquet files, as a bootstrap would), then refreshed after 0.01 %, 0.1 % and 1 % random
+updates, each on that same snapshot. Everything runs in one in-process ``local[2]`` Spark
+session, so no JVM start is in any figure:
+
+- merge + write: ``merge_mirror`` and ``stage_member_output`` (new images + position deletes),
+  as a fraction of a plain read + write of the whole table in the same session
+  (goals: <= 3 %, <= 5 %, <= 10 %);
+- bytes written per run as a fraction of the table's bytes;
+- read amplification of the latest cut (files a query reads, time of a full scan through
+  :class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`) after the three refreshes
+  chained, before and after a compaction (the mirror rewritten whole).
+
+Run: ``.venv/bin/python -m benchmarks.bench_merge_on_read [--rows N] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from airflow_provider_streambed.declarations import Mirror
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
+from airflow_provider_streambed.spark_snapshot import SnapshotScan
+from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture, stage_member_output
+from airflow_provider_streambed.testing.spark import local_spark_session
+
+COLUMNS = ("id", "grp", "amount", "note", "at")
+MIRROR = Mirror("public.facts")
+GOALS = {0.0001: 0.03, 0.001: 0.05, 0.01: 0.10}
+
+
+def write_table(spark: SparkSession, rows: int, directory: Path) -> SnapshotFiles:
+    """The previous snapshot: ``rows`` rows in 8 Parquet files (the shape of a bootstrap's output)."""
+    frame = spark.range(rows).select(
+        F.col("id"),
+        (F.col("id") % 100).cast("int").alias("grp"),
+        (F.rand(1) * 1e6).cast("decimal(14,2)").alias("amount"),
+        F.concat(F.lit("note-"), F.col("id").cast("string")).alias("note"),
+        F.timestamp_micros(F.col("id") * 1000).alias("at"),
+    )
+    frame.repartition(8).write.parquet(directory.as_uri())
+    return SnapshotFiles(tuple(path.as_uri() for path in sorted(directory.glob("*.parquet"))))
+
+
+def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int) -> TableCapture:
+    """A changelog updating ``fraction`` of the keys at random (one transaction at ``lsn``)."""
+    changed = np.random.default_rng(seed).choice(rows, size=max(1, int(rows * fraction)), replace=False)
+    table = pa.table({
+        "id": pa.array(np.sort(changed), pa.int64()),
+        "grp": pa.array(np.full(len(changed), 7), pa.int32()),
+        "amount": pa.array([None] * len(changed), pa.decimal128(14, 2)),
+        "note": pa.array(["updated"] * len(changed), pa.string()),
+        "at": pa.array(np.zeros(len(changed), np.int64), pa.timestamp("us", tz="UTC")),
+        "_commit_lsn": pa.array(np.full(len(changed), lsn), pa.int64()),
+        "_xid": pa.array(np.full(len(changed), lsn), pa.int64()),
+        "_seq": pa.array(np.arange(len(changed)), pa.int32()),
+        "_op": pa.array(["U"] * len(changed), pa.string()),
+    })
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return TableCapture("facts", "public.facts", COLUMNS, ("id",), (path.as_uri(),), len(changed))
+
+
+def refresh(
+    spark: SparkSession, previous: SnapshotFiles, capture: TableCapture, root: Path, lsn: int, rewrite: str = ""
+) -> tuple[MemberManifest, float]:
+    """One mirror refresh (merge + staged write) and its wall time."""
+    start = time.perf_counter()
+    source = MirrorInput("bench", MIRROR, capture, previous, ("id",), Lsn(lsn - 1), rewrite)
+    output = merge_mirror(spark, source)
+    manifest = stage_member_output(
+        output.rows, root.as_uri(), "facts", Lsn(lsn), ("id",), incremental=output.incremental,
+        deletes=output.deletes, reason=output.reason,
+    )
+    return manifest, time.perf_counter() - start
+
+
+def size_of(uris: tuple[str, ...]) -> int:
+    return sum(Path(uri.removeprefix("file://")).stat().st_size for uri in uris)
+
+
+def scan_seconds(spark: SparkSession, files: SnapshotFiles) -> float:
+    start = time.perf_counter()
+    SnapshotScan(spark, files).rows().agg(F.count("*"), F.sum("amount")).collect()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--quick", action="store_true", help="200k rows, for a smoke run")
+    arguments = parser.parse_args()
+    rows = 200_000 if arguments.quick else arguments.rows
+    spark = local_spark_session("bench-merge-on-read")
+    with tempfile.TemporaryDirectory(prefix="bench-mor-") as directory:
+        work = Path(directory)
+        base = write_table(spark, rows, work / "base")
+        table_bytes = size_of(base.data)
+        start = time.perf_counter()
+        spark.read.parquet(*base.data).write.parquet((work / "plain").as_uri())
+        plain = time.perf_counter() - start
+        print(f"\n## Merge-on-read mirror of {rows:,} rows ({table_bytes / 1e6:.0f} MB in {len(base.data)} files), "
+              "in-process local[2]")
+        print(f"plain read + write of the whole table: {plain:.2f} s")
+        print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}")
+        chained = base
+        for index, (fraction, goal) in enumerate(GOALS.items()):
+            lsn = 1000 * (index + 1)
+            capture = write_changelog(rows, fraction, lsn, work / f"changes{index}" / "c.parquet", index)
+            manifest, seconds = refresh(spark, base, capture, work / f"run{index}", lsn)
+            assert manifest.incremental, manifest.reason
+            written = size_of(manifest.files + manifest.delete_files) / table_bytes
+            print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
+                  f"{written:>14.2%}")
+            chained_manifest, _ = refresh(spark, chained, capture, work / f"chain{index}", lsn)
+            chained = chained.then(chained_manifest)
+        before = scan_seconds(spark, chained)
+        capture = write_changelog(rows, 0.0001, 9000, work / "changes-c" / "c.parquet", 9)
+        compacted, seconds = refresh(spark, chained, capture, work / "compact", 9000, rewrite="compaction")
+        after_files = SnapshotFiles().then(compacted)
+        after = scan_seconds(spark, after_files)
+        print("\n## Read amplification of the latest cut (three refreshes chained), full scan via SnapshotScan")
+        print(f"before compaction: {len(chained.data)} data + {len(chained.deletes)} delete files, scan {before:.2f} s")
+        print(f"after compaction:  {len(after_files.data)} data + 0 delete files, scan {after:.2f} s "
+              f"(compaction run {seconds:.2f} s = {seconds / plain:.0%} of the plain rewrite)")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
