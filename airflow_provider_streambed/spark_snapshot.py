@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from pyarrow import fs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -77,6 +78,12 @@ class SnapshotScan:
     def columns(self) -> list[str]:
         """The data columns."""
         return self._frame.columns
+
+    def data_bytes(self) -> int:
+        """The size of the data files (one metadata request per file)."""
+        filesystem, _ = fs.FileSystem.from_uri(self.files.data[0])
+        paths = [fs.FileSystem.from_uri(uri)[1] for uri in self.files.data]
+        return sum(info.size or 0 for info in filesystem.get_file_info(paths))
 
     def rows(self, columns: list[str] | None = None, positions: bool = False) -> DataFrame:
         """Live rows (``columns``, default all), with ``_row_file`` and ``_row_pos`` when ``positions``."""

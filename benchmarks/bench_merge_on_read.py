@@ -1,9 +1,11 @@
 """Benchmark of a merge-on-read mirror refresh (issue 12); prints figures and ratios with the goals.
 
 A mirror of ``--rows`` rows (id, group, amount, text, timestamp) is written as a previous snapshot
-(8 Parquet files, as a bootstrap would), then refreshed after 0.01 %, 0.1 % and 1 % random
-updates, each on that same snapshot. Everything runs in one in-process ``local[2]`` Spark
-session, so no JVM start is in any figure:
+shaped like a bootstrap's output (8 Parquet files, hash-partitioned by key, sorted by key within
+each), then refreshed after 0.01 %, 0.1 % and 1 % updates, each on that same snapshot: of keys
+drawn at random from the whole table, and of keys drawn from its newest 1 % (hot rows, the common
+OLTP shape). Everything runs in one in-process ``local[2]`` Spark session, warmed up first, so no
+JVM start is in any figure:
 
 - merge + write: ``merge_mirror`` and ``stage_member_output`` (new images + position deletes),
   as a fraction of a plain read + write of the whole table in the same session
@@ -50,13 +52,16 @@ def write_table(spark: SparkSession, rows: int, directory: Path) -> SnapshotFile
         F.concat(F.lit("note-"), F.col("id").cast("string")).alias("note"),
         F.timestamp_micros(F.col("id") * 1000).alias("at"),
     )
-    frame.repartition(8).write.parquet(directory.as_uri())
+    frame.repartition(8, "id").sortWithinPartitions("id").write.parquet(directory.as_uri())
     return SnapshotFiles(tuple(path.as_uri() for path in sorted(directory.glob("*.parquet"))))
 
 
-def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int) -> TableCapture:
-    """A changelog updating ``fraction`` of the keys at random (one transaction at ``lsn``)."""
-    changed = np.random.default_rng(seed).choice(rows, size=max(1, int(rows * fraction)), replace=False)
+def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int, hot: bool = False) -> TableCapture:
+    """A changelog updating ``fraction`` of the keys (one transaction at ``lsn``), drawn from the whole
+    table or (``hot``) from its newest 1 %."""
+    count = max(1, int(rows * fraction))
+    low = rows - max(count, rows // 100) if hot else 0
+    changed = low + np.random.default_rng(seed).choice(rows - low, size=count, replace=False)
     table = pa.table({
         "id": pa.array(np.sort(changed), pa.int64()),
         "grp": pa.array(np.full(len(changed), 7), pa.int32()),
@@ -97,6 +102,40 @@ def scan_seconds(spark: SparkSession, files: SnapshotFiles) -> float:
     return time.perf_counter() - start
 
 
+def bench_updates(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, hot: bool) -> None:
+    """Refreshes of ``base`` after each fraction of updates: time against ``plain``, bytes written."""
+    table_bytes = size_of(base.data)
+    print(f"\n### {'hot (newest 1 % of keys)' if hot else 'random'} updates")
+    print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}")
+    for index, (fraction, goal) in enumerate(GOALS.items()):
+        lsn = 1000 * (index + 1)
+        name = f"{'hot' if hot else 'random'}{index}"
+        capture = write_changelog(rows, fraction, lsn, work / f"changes-{name}" / "c.parquet", index, hot)
+        manifest, seconds = refresh(spark, base, capture, work / f"run-{name}", lsn)
+        assert manifest.incremental, manifest.reason
+        written = size_of(manifest.files + manifest.delete_files) / table_bytes
+        print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
+              f"{written:>14.2%}")
+
+
+def bench_compaction(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float) -> None:
+    """Read amplification after three chained refreshes (0.01, 0.1, 1 % random), then compacted."""
+    chained = base
+    for index, fraction in enumerate(GOALS):
+        capture = write_changelog(rows, fraction, 1000 * (index + 1), work / f"chain{index}" / "c.parquet", 10 + index)
+        manifest, _ = refresh(spark, chained, capture, work / f"chained{index}", 1000 * (index + 1))
+        chained = chained.then(manifest)
+    before = scan_seconds(spark, chained)
+    capture = write_changelog(rows, 0.0001, 9000, work / "changes-c" / "c.parquet", 9)
+    compacted, seconds = refresh(spark, chained, capture, work / "compact", 9000, rewrite="compaction")
+    after_files = SnapshotFiles().then(compacted)
+    after = scan_seconds(spark, after_files)
+    print("\n## Read amplification of the latest cut (the three random refreshes chained): full scan")
+    print(f"before compaction: {len(chained.data)} data + {len(chained.deletes)} delete files, scan {before:.2f} s")
+    print(f"after compaction:  {len(after_files.data)} data + 0 delete files, scan {after:.2f} s "
+          f"(compaction run {seconds:.2f} s = {seconds / plain:.0%} of the plain rewrite)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -107,34 +146,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-mor-") as directory:
         work = Path(directory)
         base = write_table(spark, rows, work / "base")
-        table_bytes = size_of(base.data)
+        warm_up = write_changelog(rows, 0.001, 500, work / "warm-up" / "c.parquet", 99)
+        refresh(spark, base, warm_up, work / "warm-up-run", 500)
+        spark.read.parquet(*base.data).write.parquet((work / "plain0").as_uri())
         start = time.perf_counter()
         spark.read.parquet(*base.data).write.parquet((work / "plain").as_uri())
         plain = time.perf_counter() - start
-        print(f"\n## Merge-on-read mirror of {rows:,} rows ({table_bytes / 1e6:.0f} MB in {len(base.data)} files), "
-              "in-process local[2]")
+        print(f"\n## Merge-on-read mirror of {rows:,} rows ({size_of(base.data) / 1e6:.0f} MB in {len(base.data)} "
+              "files), in-process local[2]")
         print(f"plain read + write of the whole table: {plain:.2f} s")
-        print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}")
-        chained = base
-        for index, (fraction, goal) in enumerate(GOALS.items()):
-            lsn = 1000 * (index + 1)
-            capture = write_changelog(rows, fraction, lsn, work / f"changes{index}" / "c.parquet", index)
-            manifest, seconds = refresh(spark, base, capture, work / f"run{index}", lsn)
-            assert manifest.incremental, manifest.reason
-            written = size_of(manifest.files + manifest.delete_files) / table_bytes
-            print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
-                  f"{written:>14.2%}")
-            chained_manifest, _ = refresh(spark, chained, capture, work / f"chain{index}", lsn)
-            chained = chained.then(chained_manifest)
-        before = scan_seconds(spark, chained)
-        capture = write_changelog(rows, 0.0001, 9000, work / "changes-c" / "c.parquet", 9)
-        compacted, seconds = refresh(spark, chained, capture, work / "compact", 9000, rewrite="compaction")
-        after_files = SnapshotFiles().then(compacted)
-        after = scan_seconds(spark, after_files)
-        print("\n## Read amplification of the latest cut (three refreshes chained), full scan via SnapshotScan")
-        print(f"before compaction: {len(chained.data)} data + {len(chained.deletes)} delete files, scan {before:.2f} s")
-        print(f"after compaction:  {len(after_files.data)} data + 0 delete files, scan {after:.2f} s "
-              f"(compaction run {seconds:.2f} s = {seconds / plain:.0%} of the plain rewrite)")
+        bench_updates(spark, work, rows, base, plain, hot=False)
+        bench_updates(spark, work, rows, base, plain, hot=True)
+        bench_compaction(spark, work, rows, base, plain)
     spark.stop()
 
 

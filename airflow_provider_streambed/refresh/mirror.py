@@ -16,12 +16,14 @@ files share one schema), and when the plan asks for it (compaction).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
 from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.exceptions import RefreshError
@@ -44,6 +46,14 @@ logger = logging.getLogger(__name__)
 
 #: ``_op`` of rows taken from the previous cut (ordered before every change).
 OP_PREVIOUS = "P"
+#: Changelogs of up to this many rows have their changed keys broadcast to the joins against the
+#: previous rows (no shuffle of the table); larger ones are shuffled.
+BROADCAST_CHANGES = 1_000_000
+#: First key columns whose range prunes the previous files: types whose values come back from
+#: Spark to Python and go back as literals unchanged (timestamps would shift by the driver's zone).
+RANGED_TYPES = (IntegralType, StringType, DecimalType, DateType)
+#: File size a mirror written whole over its previous files aims at (Spark's default split size).
+TARGET_FILE_BYTES = 128 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,22 +126,26 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
     )
     if previous is not None and source.previous_watermark is not None:
         change_rows = change_rows.where(F.col(COMMIT_LSN) >= source.previous_watermark.value)
-    truncated_at = _last_truncate(change_rows)
+    key = [] if source.member.append_only else list(source.capture.key_columns)
+    facts = _change_facts(change_rows, key)
+    truncated_at = facts.truncated_at
     if truncated_at is not None:
         change_rows = change_rows.where(_after(truncated_at))
         previous = None
         logger.info("member=%s: truncate at (%s, %s) drops the previous rows", source.member.name, *truncated_at)
     change_rows = change_rows.where(F.col(OP) != OP_TRUNCATE)
-    key = [] if source.member.append_only else list(source.capture.key_columns)
     reason = _rewrite_reason(source, previous, truncated_at is not None, columns)
+    few = source.capture.changes <= BROADCAST_CHANGES
     if previous is not None and not reason:
-        return _incremental(previous, change_rows, columns, key, markers)
+        return _incremental(previous, change_rows, columns, key, markers, facts, few)
     whole = _previous_rows(previous.rows(), changes.schema, columns, markers) if previous is not None else None
     if not key:
         appended = change_rows.where(F.col(OP) == OP_INSERT).select(*columns)
         rows = appended if whole is None else whole.select(*columns).unionByName(appended)
     else:
-        rows = _merge_by_key(change_rows, whole, columns, key, markers)
+        rows = _merge_by_key(change_rows, whole, columns, key, markers, few)
+    if previous is not None:  # a compaction: as many files as the size needs, not one per previous file
+        rows = rows.coalesce(max(1, math.ceil(previous.data_bytes() / TARGET_FILE_BYTES)))
     return MirrorOutput(rows, None, False, reason)
 
 
@@ -147,13 +161,28 @@ def _rewrite_reason(source: MirrorInput, previous: SnapshotScan | None, truncate
 
 
 def _incremental(
-    previous: SnapshotScan, change_rows: DataFrame, columns: list[str], key: list[str], markers: list[str]
+    previous: SnapshotScan,
+    change_rows: DataFrame,
+    columns: list[str],
+    key: list[str],
+    markers: list[str],
+    facts: _ChangeFacts,
+    few: bool,
 ) -> MirrorOutput:
-    """New images of the changed keys, and position deletes of their previous rows."""
+    """New images of the changed keys, and position deletes of their previous rows.
+
+    The previous rows are read only in the range of the changed keys' first key column (Parquet
+    skips files and row groups outside it), and only their key and unchanged-TOAST columns.
+    """
     if not key:
         return MirrorOutput(change_rows.where(F.col(OP) == OP_INSERT).select(*columns), None, True, "append-only")
+    candidates = previous.rows([*key, *markers], positions=True)
+    if facts.ranged:
+        in_range = F.col(key[0]).between(facts.low, facts.high) if facts.low is not None else F.lit(False)
+        candidates = candidates.where(in_range)
     changed_keys = change_rows.select(*key).distinct()
-    touched = previous.rows([*key, *markers], positions=True).join(changed_keys, on=key, how="left_semi")
+    touched = candidates.join(F.broadcast(changed_keys) if few else changed_keys, on=key,
+                                              how="left_semi")
     if markers:  # unchanged-TOAST values come from the previous rows of their keys
         earlier = _previous_rows(touched, change_rows.schema, columns, markers)
         images = _last_images(earlier.unionByName(change_rows), columns, key, markers)
@@ -172,11 +201,27 @@ def _read_changelog(spark: SparkSession, source: MirrorInput) -> DataFrame:
         ) from error
 
 
-def _last_truncate(change_rows: DataFrame) -> tuple[int, int] | None:
-    row = change_rows.where(F.col(OP) == OP_TRUNCATE).agg(F.max(F.struct(COMMIT_LSN, SEQ)).alias("at")).first()
-    if row is None or row["at"] is None:
-        return None
-    return int(row["at"][0]), int(row["at"][1])
+class _ChangeFacts(NamedTuple):
+    """What one pass over the changelog tells: the last truncate, and the first key column's range
+    (``ranged``: known; ``low`` is ``None`` when there is no change)."""
+
+    truncated_at: tuple[int, int] | None
+    ranged: bool
+    low: Any
+    high: Any
+
+
+def _change_facts(change_rows: DataFrame, key: Sequence[str]) -> _ChangeFacts:
+    """The position ``(_commit_lsn, _seq)`` of the last truncate and the least and greatest value
+    of ``key[0]`` among the changes (``None`` without a key or changes)."""
+    aggregates = [F.max(F.when(F.col(OP) == OP_TRUNCATE, F.struct(COMMIT_LSN, SEQ))).alias("at")]
+    ranged = bool(key) and isinstance(change_rows.schema[key[0]].dataType, RANGED_TYPES)
+    if ranged:
+        aggregates += [F.min(key[0]).alias("low"), F.max(key[0]).alias("high")]
+    row = change_rows.agg(*aggregates).first()
+    at = None if row is None else row["at"]
+    low, high = (row["low"], row["high"]) if ranged and row is not None else (None, None)
+    return _ChangeFacts(None if at is None else (int(at[0]), int(at[1])), ranged, low, high)
 
 
 def _after(position: tuple[int, int]) -> Column:
@@ -205,13 +250,22 @@ def _merge_by_key(
     columns: list[str],
     key: list[str],
     markers: list[str],
+    few: bool,
 ) -> DataFrame:
+    """Previous rows of unchanged keys, plus the last images of the changed keys.
+
+    A changed key's previous row is read (a second pass over the previous rows) only when an
+    unchanged-TOAST marker may need its value; otherwise its last change decides alone.
+    """
     if previous_rows is None:
         return _last_images(change_rows, columns, key, markers)
     changed_keys = change_rows.select(*key).distinct()
+    if few:
+        changed_keys = F.broadcast(changed_keys)
     untouched = previous_rows.join(changed_keys, on=key, how="left_anti").select(*columns)
-    touched = previous_rows.join(changed_keys, on=key, how="left_semi")
-    return untouched.unionByName(_last_images(touched.unionByName(change_rows), columns, key, markers))
+    if markers:
+        change_rows = previous_rows.join(changed_keys, on=key, how="left_semi").unionByName(change_rows)
+    return untouched.unionByName(_last_images(change_rows, columns, key, markers))
 
 
 def _last_images(rows: DataFrame, columns: list[str], key: list[str], markers: list[str]) -> DataFrame:
