@@ -2,7 +2,8 @@
 
 The same three steps as the Airflow task group (capture, refresh, publish), composed from the
 engine: for notebooks, tests, benchmarks and the ``streambed refresh`` command. Spark runs as a
-``spark-submit`` subprocess (``master`` defaults to ``local[2]``).
+``spark-submit`` subprocess (``master`` defaults to ``local[2]``), or, given ``spark_remote``, in
+this process as a client of a Spark Connect server.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import psycopg
@@ -22,7 +23,9 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
 from airflow_provider_streambed.ledger.runs import UnchangedRun, unchanged_message
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh import run_local_spark_submit
 from airflow_provider_streambed.run_key import make_run_key
+from airflow_provider_streambed.staging import JobSpec
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +76,7 @@ def refresh_once(
     supersede_pending_runs: bool = False,
     times: StepTimes | None = None,
     compact: str = "auto",
+    spark_remote: str | None = None,
 ) -> RunResult:
     """Capture, refresh and publish one cut of ``group``; returns what the run did.
 
@@ -93,6 +97,8 @@ def refresh_once(
         times: filled with the seconds each step took.
         compact: which mirrors due for compaction are rewritten whole: ``"auto"`` (at most one),
             ``"all"`` or ``"none"`` (see :mod:`~airflow_provider_streambed.refresh.compaction`).
+        spark_remote: a Spark Connect URL (``sc://host:port``): run the refresh on that server
+            instead of spark-submit (``master`` and ``spark_conf`` are then unused).
 
     Raises:
         StreambedError: a step failed. After a retryable error the run stays pinned and can be
@@ -103,8 +109,16 @@ def refresh_once(
     catalog = open_catalog(catalog_properties)
     ledger = ledger_of(catalog)
     ledger.create()
+    def compute(spec: JobSpec, spec_uri: str) -> None:
+        if spark_remote:
+            from airflow_provider_streambed.refresh.connect import run_on_connect
+
+            run_on_connect(spec, spark_remote)
+        else:
+            run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))
+
     try:
-        return _run(group, catalog, ledger, run_key, source_dsn, master, spark_conf, explicit_watermark,
+        return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
                     supersede_pending_runs, times, compact)
     except Exception as error:
         settle_failure(ledger, group.name, run_key, error, will_retry=True)
@@ -112,20 +126,15 @@ def refresh_once(
 
 
 def _run(
-    group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str, master: str,
-    spark_conf: Mapping[str, str] | None, explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
+    group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str,
+    compute: Callable[[JobSpec, str], None], explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
     compact: str,
 ) -> RunResult:
     """The three steps of :func:`refresh_once`."""
     from airflow_provider_streambed.capture.run import capture_run
     from airflow_provider_streambed.capture.slot import advance_slot
     from airflow_provider_streambed.publish.cut import publish_cut
-    from airflow_provider_streambed.refresh import (
-        build_job_spec,
-        collect_member_manifests,
-        run_local_spark_submit,
-        write_job_spec,
-    )
+    from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 
     if (published := ledger.cut_for_run(group.name, run_key)) is not None:
         logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)
@@ -147,7 +156,7 @@ def _run(
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, compact)
     spec_uri = write_job_spec(spec)
     if spec.computed_members():  # else every member is carried over: no Spark application
-        run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))
+        compute(spec, spec_uri)
     manifests = collect_member_manifests(spec)
     times.refresh = time.perf_counter() - started
     logger.info("group=%s W=%s cut=%d: refreshed in %.2f s", group.name, spec.watermark, spec.cut_number,

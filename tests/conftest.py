@@ -1,4 +1,4 @@
-"""Shared fixtures: a real throwaway PostgreSQL cluster, fresh databases, catalog databases.
+"""Shared fixtures: a real throwaway PostgreSQL cluster, fresh databases, catalog databases, a Spark Connect server.
 
 Airflow's home is set to a temporary directory before anything imports Airflow, so tests never
 touch a user's Airflow installation.
@@ -18,7 +18,8 @@ os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 
-from airflow_provider_streambed.testing.postgres import ThrowawayCluster  # noqa: E402
+from airflow_provider_streambed.connect_server import ConnectServer  # noqa: E402
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -54,3 +55,11 @@ def postgres_catalog_uri(pg_cluster: ThrowawayCluster) -> Iterator[str]:
 def catalog_uri(request: pytest.FixtureRequest) -> str:
     """A fresh catalog database URI, once on SQLite and once on PostgreSQL."""
     return str(request.getfixturevalue(f"{request.param}_catalog_uri"))
+
+
+@pytest.fixture(scope="session")
+def spark_connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Spark Connect server (``local[2]``) for the whole test session; yields its URL."""
+    server = ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect"))
+    yield server.start()
+    server.stop()

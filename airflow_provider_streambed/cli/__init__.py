@@ -1,7 +1,8 @@
 """The ``streambed`` command line: debugging captures, refreshing once, inspecting cuts and runs.
 
 Each subcommand is a module of this package with ``add_arguments(parser)`` and
-``run(args) -> int`` (the exit code); :data:`COMMANDS` lists them. Every subcommand takes the
+``run(args) -> int`` (the exit code); :data:`COMMANDS` lists them. Every subcommand about a
+group (:data:`GROUP_COMMANDS`: all but ``spark-connect``, which manages a local server) takes the
 group as ``--group`` (a declaration ``path/to/file.py:variable`` or ``package.module:variable``;
 where only the name matters, the plain group name too), the catalog as ``--catalog-uri`` and
 ``--warehouse``, and reads the source DSN from an environment variable (``STREAMBED_SOURCE_DSN``
@@ -25,13 +26,17 @@ from airflow_provider_streambed.exceptions import DeclarationError
 
 Handler = Callable[[argparse.Namespace], int]
 
-#: Subcommand name -> its one-line help; the implementation is ``airflow_provider_streambed.cli.<name>``.
+#: Subcommand name -> its one-line help; the implementation is ``airflow_provider_streambed.cli.<name>``
+#: (``-`` read as ``_``).
 COMMANDS = {
     "cuts": "list, show or verify a group's published cuts",
     "capture": "capture a group's changes up to a new W, for debugging",
     "refresh": "run one refresh (capture, refresh, publish) of a group without Airflow",
     "runs": "list a group's runs, or supersede an unpublished run that blocks the group",
+    "spark-connect": "start, stop or check a local Spark Connect server (for --spark-remote)",
 }
+#: The subcommands about a group: they take ``--group`` and the catalog arguments.
+GROUP_COMMANDS = tuple(name for name in COMMANDS if name != "spark-connect")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"airflow_provider_streambed.cli.{name}")
+        module = importlib.import_module(f"airflow_provider_streambed.cli.{name.replace('-', '_')}")
         command = subparsers.add_parser(name, help=help_text)
         module.add_arguments(command)
         command.set_defaults(handler=module.run)

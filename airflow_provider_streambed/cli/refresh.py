@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_catalog_arguments(parser)
     add_source_dsn_argument(parser)
     parser.add_argument("--run-key", default=None, help="retry this run (default: a new run)")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
+    parser.add_argument("--spark-remote", default=None, metavar="sc://HOST:PORT",
+                        help="run the refresh on this Spark Connect server instead of spark-submit")
     parser.add_argument("--watermark", default=None, help="pin this W explicitly, e.g. 0/16B3748")
     parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
     parser.add_argument("--json", action="store_true", help="print the cut as JSON")
@@ -47,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
             catalog_properties={"uri": args.catalog_uri, "warehouse": args.warehouse},
             run_key=args.run_key,
             master=args.master,
+            spark_remote=args.spark_remote,
             explicit_watermark=Lsn.parse(args.watermark) if args.watermark else None,
             supersede_pending_runs=args.supersede_pending,
         )

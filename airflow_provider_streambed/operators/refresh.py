@@ -21,13 +21,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Connection type of the spark provider's ``SparkConnectHook``: the refresh runs on that server.
+SPARK_CONNECT = "spark_connect"
+
 DOC_MD = """
 ### refresh_group
 Builds the job spec of this run from the ledger (the previous cut and this run's W). Members
 whose inputs did not change since the previous cut are carried over (logged with the reason);
 if no member needs work, no Spark application is started. Otherwise it submits
 **one Spark application** with the spark provider's `SparkSubmitHook` (connection
-`spark_conn_id`: local, standalone, YARN or Kubernetes). The job computes all members in
+`spark_conn_id`: local, standalone, YARN or Kubernetes), or, when that connection is of type
+`spark_connect`, runs the same job in this worker as a client of that Spark Connect server (no
+spark-submit, no JVM here). The job computes all members in
 dependency order and stages each member's Parquet files with a manifest written last (a mirror
 writes only the new images of changed rows plus position deletes, unless it is rewritten whole:
 first cut, truncate, added columns, or compaction past its thresholds, at most one per run with
@@ -45,7 +50,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
 
     Args:
         group: the refresh-group declaration.
-        spark_conn_id: the Spark connection for ``SparkSubmitHook``.
+        spark_conn_id: the Spark connection: for ``SparkSubmitHook``, or of type ``spark_connect``
+            (``SparkConnectHook``) to run the job on that Spark Connect server.
         conf: Spark configuration (``--conf``); never put credentials here.
         packages, executor_cores, executor_memory, driver_memory, num_executors, env_vars,
         spark_binary: passed to ``SparkSubmitHook``.
@@ -136,6 +142,15 @@ class RefreshGroupOperator(StreambedBaseOperator):
                 "(SparkSubmitHook would fall back to YARN); create it or pass spark_conn_id"
             ) from missing
 
+    def run_on_connect(self, spec: JobSpec, members: Sequence[str]) -> None:
+        """Compute ``members`` (all: empty) in this worker as a client of the connection's Spark Connect server."""
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from airflow_provider_streambed.refresh.connect import run_on_connect
+
+        url = SparkConnectHook(self.spark_conn_id).get_connection_url()
+        run_on_connect(spec, url, members, connection=self.spark_conn_id)
+
     def submit_hook(self, spec: JobSpec, spec_uri: str, members: Sequence[str]) -> SparkSubmitHook:
         """The ``SparkSubmitHook`` of one application: the job spec's URI (and members) as its only arguments."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -169,15 +184,18 @@ class RefreshGroupOperator(StreambedBaseOperator):
         run = require_run(ledger, self.group, run_key)
         if (unchanged := unchanged_result(run, self.task_id)) is not None:
             return {"run_key": run_key, **unchanged}
-        self.check_spark_connection()
+        connection = self.check_spark_connection()
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
         spec_uri = write_job_spec(spec)
         for members in self.applications(spec):
-            hook = self.submit_hook(spec, spec_uri, members)
-            logger.info("group=%s run=%s W=%s cut=%d: submitting the Spark job for %s", self.group.name, run_key,
-                        spec.watermark, spec.cut_number, ", ".join(members) or "all members")
-            hook.submit(job_application())
+            logger.info("group=%s run=%s W=%s cut=%d: computing %s on %s connection %r", self.group.name, run_key,
+                        spec.watermark, spec.cut_number, ", ".join(members) or "all members", connection.conn_type,
+                        self.spark_conn_id)
+            if connection.conn_type == SPARK_CONNECT:
+                self.run_on_connect(spec, members)
+            else:
+                self.submit_hook(spec, spec_uri, members).submit(job_application())
         manifests = collect_member_manifests(spec)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)

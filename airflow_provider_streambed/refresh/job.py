@@ -14,15 +14,15 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.exceptions import RefreshError, StreambedError, WatermarkError
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     compute_python_member,
-    compute_sql_member,
     first_lines,
+    sql_member_frame,
 )
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
 from airflow_provider_streambed.refresh.work import definition_digest
@@ -152,14 +152,13 @@ def _compute(
             output.rows, spec.staging_root, member.name, spec.watermark, capture.key_columns, definition,
             incremental=output.incremental, deletes=output.deletes, reason=output.reason,
         )
-    frame: DataFrame
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
     if isinstance(member, SqlMember):
-        frame = compute_sql_member(spark, group, member, sources)
-    else:
-        assert isinstance(member, PythonMember)
-        context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
-        frame = compute_python_member(spark, group, member, sources, context)
+        with sql_member_frame(spark, group, member, sources) as frame:
+            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
+    assert isinstance(member, PythonMember)
+    context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
+    frame = compute_python_member(spark, group, member, sources, context)
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,22 +48,32 @@ def read_sources(spark: SparkSession, files: Mapping[str, SnapshotFiles]) -> dic
     return {name: SnapshotScan(spark, snapshot).rows() for name, snapshot in files.items()}
 
 
-def compute_sql_member(
+@contextmanager
+def sql_member_frame(
     spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, SnapshotFiles]
-) -> DataFrame:
-    """Run the member's query with its sources bound as temporary views of their names.
+) -> Iterator[DataFrame]:
+    """The member's query, with its sources bound as temporary views of their names until the block ends.
 
-    The query runs in a fresh session sharing the Spark context, so only the declared sources
-    are visible as tables.
+    Only the declared sources are visible as tables: the views exist while the block computes
+    (and stages) this member, and are dropped after it, also on Spark Connect (which has no
+    ``newSession``).
 
     Raises:
         RefreshError: the query names a table that is not one of the member's sources.
     """
-    session = spark.newSession()
-    for name, frame in read_sources(session, source_files).items():
+    views = list(source_files)
+    for name, frame in read_sources(spark, source_files).items():
         frame.createOrReplaceTempView(name)
     try:
-        return session.sql(member.query)
+        yield _run_query(spark, group, member)
+    finally:
+        for name in views:
+            spark.catalog.dropTempView(name)
+
+
+def _run_query(spark: SparkSession, group: RefreshGroup, member: SqlMember) -> DataFrame:
+    try:
+        return spark.sql(member.query)
     except AnalysisException as error:
         where = f"group {group.name!r}, member {member.name!r}"
         relation = _missing_relation(error)

@@ -65,7 +65,8 @@ def find_bin_dir() -> Path:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on localhost that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -107,7 +108,7 @@ class ThrowawayCluster:
         os.chmod(self.root, 0o700)
         self._run("initdb", "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
                   "--locale=C", "--no-sync")
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         settings = {**SETTINGS, **self.settings, "port": str(self.port),
                     "unix_socket_directories": f"'{self.root}'"}
         with open(self.data_dir / "postgresql.conf", "a", encoding="utf-8") as conf:

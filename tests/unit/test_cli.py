@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.cli import COMMANDS, build_parser, group_name, load_group, main
+from airflow_provider_streambed.cli import COMMANDS, GROUP_COMMANDS, build_parser, group_name, load_group, main
 from airflow_provider_streambed.exceptions import DeclarationError
 
 DECLARATION = """
@@ -54,7 +54,7 @@ def test_every_subcommand_parses_its_help(capsys: pytest.CaptureFixture[str]) ->
 
 def test_every_subcommand_takes_the_group_and_catalog_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
-    for name in COMMANDS:
+    for name in GROUP_COMMANDS:
         with pytest.raises(SystemExit):
             parser.parse_args([name, "--help"])
         usage = capsys.readouterr().out

@@ -1,0 +1,84 @@
+"""Running the refresh job as a Spark Connect client against a long-running server (no JVM here).
+
+The job code is the same as under spark-submit (:func:`~.job.run_job`, DataFrame APIs only):
+here it runs in the caller's process (an Airflow worker, ``refresh_once``) on a remote session,
+and only query plans travel to the server. Each run gets a session of its own (temporary views
+and settings do not leak between runs) and closes it at the end. The staged files' paths must be
+readable and writable by the server (a shared file system or object storage).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Sequence
+from urllib.parse import urlparse
+
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.staging import JobSpec, MemberManifest
+
+logger = logging.getLogger(__name__)
+
+
+#: Spark Connect's default port, when a URL names none.
+DEFAULT_CONNECT_PORT = 15002
+#: Seconds to wait for the server's port before giving up (the client itself retries for ~10 minutes).
+CONNECT_TIMEOUT = 10.0
+
+
+def describe_remote(url: str) -> str:
+    """``sc://host:port`` of a Spark Connect URL, without its parameters (a token among them)."""
+    parsed = urlparse(url)
+    return f"{parsed.scheme}://{parsed.netloc}"
+
+
+def check_reachable(url: str, where: str) -> None:
+    """Fail fast when nothing listens at the server's host and port.
+
+    Raises:
+        RefreshError: the connection is refused or times out; the message names ``where``.
+    """
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "localhost", parsed.port or DEFAULT_CONNECT_PORT),
+                                      timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError as error:
+        raise RefreshError(f"the Spark Connect server {where} cannot be reached: {error}") from error
+
+
+def run_on_connect(
+    spec: JobSpec, url: str, members: Sequence[str] = (), connection: str | None = None
+) -> dict[str, MemberManifest]:
+    """Compute and stage the spec's members (or ``members``) on the Spark Connect server at ``url``.
+
+    Args:
+        spec: the job spec.
+        url: the server's ``sc://host:port[/;params]`` URL (never logged whole).
+        members: members to compute (default: the spec's).
+        connection: the Airflow connection id the URL came from, for messages.
+
+    Raises:
+        RefreshError: the server cannot be reached (naming the connection and server), or
+            members failed.
+    """
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_streambed.refresh.job import REQUIRED_CONF, run_job
+
+    where = describe_remote(url) + (f" (connection {connection!r})" if connection else "")
+    check_reachable(url, where)
+    logger.info("group=%s W=%s: running the refresh on the Spark Connect server %s", spec.group["name"],
+                spec.watermark, where)
+    try:
+        spark = SparkSession.builder.remote(url).create()
+        for key, value in REQUIRED_CONF.items():
+            spark.conf.set(key, value)
+    except SparkConnectGrpcException as error:
+        raise RefreshError(f"the Spark Connect server {where} cannot be reached: "
+                           f"{str(error).splitlines()[0]}") from error
+    try:
+        return run_job(spark, spec, members)
+    finally:
+        spark.stop()

@@ -1,0 +1,81 @@
+"""The refresh on a real Spark Connect server: the Airflow task group through a ``spark_connect``
+connection, ``refresh_once(spark_remote=...)``, and a server that is down."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import psycopg
+import pytest
+from airflow.sdk import DAG
+
+from airflow_provider_streambed import StreambedRefreshGroup
+from airflow_provider_streambed.examples.bank import Writer, load_bank, move_money
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.ledger import RunState
+from airflow_provider_streambed.local import refresh_once
+from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.testing.postgres import free_port
+from tests.integration.airflow.bank import check_cut
+from tests.integration.airflow.conftest import sync_dags
+
+pytestmark = pytest.mark.slow
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
+
+
+def test_bank_on_a_connect_server_under_the_writer(bank_connections: dict[str, str], pg_dsn: str,
+                                                  spark_connect_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from example_bank import bank
+
+    address = urlparse(spark_connect_url)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
+        {"conn_type": "spark_connect", "host": address.hostname, "port": address.port}))
+    load_bank(pg_dsn)
+    with DAG("bank_connect", schedule=None, start_date=START, max_active_runs=1) as dag:
+        StreambedRefreshGroup(bank, spark_conn_id="spark_connect_test")
+    sync_dags(dag)
+    writer = Writer(pg_dsn)
+    writer.start()
+    try:
+        for run in range(3):
+            dag_run = dag.test(logical_date=START + dt.timedelta(hours=run))
+            assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
+    finally:
+        journal = set(writer.stop())
+    assert dag.test(logical_date=START + dt.timedelta(hours=3)).state == "success"
+    cuts = CutReader(bank_connections, bank).list()
+    assert [cut.cut_id for cut in cuts] == [1, 2, 3, 4]
+    for cut in cuts:
+        check_cut(cut, journal)
+    assert check_cut(cuts[-1], journal) == journal and len(journal) > 20
+
+
+def test_a_server_that_is_down_fails_retryably_and_publishes_nothing(
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark_connect_url: str
+) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
+    from example_bank import bank
+
+    load_bank(pg_dsn)
+    with psycopg.connect(pg_dsn) as conn:
+        rng = random.Random(3)
+        journal = {move_money(conn, rng) for _ in range(10)}
+    properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
+    down = f"sc://localhost:{free_port()}"
+    with pytest.raises(RefreshError, match=rf"the Spark Connect server {down} cannot be reached"):
+        refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="r1", spark_remote=down)
+    reader = CutReader(properties, bank)
+    assert reader.list() == []
+    pinned = reader.ledger.get_run(bank.name, "r1")
+    assert pinned is not None and pinned.state == RunState.PINNED
+
+    result = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="r1",
+                          spark_remote=spark_connect_url)
+    assert result.cut is not None and result.cut.watermark == pinned.watermark
+    assert check_cut(reader.get(result.cut.cut_id), journal) == journal

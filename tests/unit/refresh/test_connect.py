@@ -1,0 +1,32 @@
+"""The Spark Connect path's pure parts: what is said about a server, and how a local one starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_streambed.connect_server import SERVER_CLASS, ConnectServer
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.refresh.connect import check_reachable, describe_remote
+from airflow_provider_streambed.testing.postgres import free_port
+
+
+def test_the_server_is_named_without_its_token() -> None:
+    url = "sc://spark.example.com:15002/;user_id=airflow;token=s3cret;use_ssl=True"
+    assert describe_remote(url) == "sc://spark.example.com:15002"
+
+
+def test_an_unreachable_server_fails_fast_naming_it() -> None:
+    url = f"sc://localhost:{free_port()}"
+    with pytest.raises(RefreshError, match=rf"the Spark Connect server {url} \(connection 'sc'\) cannot be reached"):
+        check_reachable(url, f"{url} (connection 'sc')")
+
+
+def test_a_local_server_runs_the_connect_class_on_its_port(tmp_path: Path) -> None:
+    server = ConnectServer(port=15123, state_dir=tmp_path, conf={"spark.driver.memory": "2g"})
+    command = server.command()
+    assert command[1:5] == ["--class", SERVER_CLASS, "--master", "local[2]"]
+    assert "spark.connect.grpc.binding.port=15123" in command and "spark.driver.memory=2g" in command
+    assert command[-1] == "spark-internal"
+    assert (server.url, server.running_pid(), server.stop()) == ("sc://localhost:15123", None, False)
