@@ -8,6 +8,7 @@ which is what an atomic cut needs (see :mod:`airflow_provider_streambed.publish`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -54,19 +55,29 @@ def ledger_of(catalog: Catalog) -> Ledger:
     return Ledger(engine if engine is not None else catalog.properties["uri"])
 
 
-def plan_snapshot_files(table: Table, snapshot_id: int | None) -> SnapshotFiles:
-    """The data files of ``table`` at ``snapshot_id`` and its position-delete files (``None``: empty).
+@dataclass(frozen=True, slots=True)
+class PlannedSnapshot:
+    """A snapshot's files as pyiceberg plans them, with each file's size in bytes."""
+
+    files: SnapshotFiles
+    sizes: Mapping[str, int]
+
+
+def plan_snapshot(table: Table, snapshot_id: int | None) -> PlannedSnapshot:
+    """The data files of ``table`` at ``snapshot_id``, its position-delete files (``None``: empty), and sizes.
 
     Raises:
         PublishError: the snapshot has delete files streambed does not write (equality deletes,
             deletion vectors or another format); such a snapshot cannot be the base of a refresh.
     """
     if snapshot_id is None:
-        return SnapshotFiles()
+        return PlannedSnapshot(SnapshotFiles(), {})
     data: list[str] = []
-    deletes: dict[str, None] = {}  # ordered set
+    deletes: list[str] = []
+    sizes: dict[str, int] = {}
     for task in table.scan(snapshot_id=snapshot_id).plan_files():
         data.append(task.file.file_path)
+        sizes[task.file.file_path] = task.file.file_size_in_bytes
         for delete in task.delete_files:
             if delete.content != DataFileContent.POSITION_DELETES or delete.file_format != FileFormat.PARQUET:
                 raise PublishError(
@@ -74,5 +85,12 @@ def plan_snapshot_files(table: Table, snapshot_id: int | None) -> SnapshotFiles:
                     f"file {delete.file_path} ({delete.file_format}); streambed reads Parquet position deletes "
                     "only (rewrite the table to compact them)"
                 )
-            deletes[delete.file_path] = None
-    return SnapshotFiles(tuple(data), tuple(deletes))
+            if delete.file_path not in sizes:
+                deletes.append(delete.file_path)
+                sizes[delete.file_path] = delete.file_size_in_bytes
+    return PlannedSnapshot(SnapshotFiles(tuple(data), tuple(deletes)), sizes)
+
+
+def plan_snapshot_files(table: Table, snapshot_id: int | None) -> SnapshotFiles:
+    """The data and position-delete files of ``table`` at ``snapshot_id`` (see :func:`plan_snapshot`)."""
+    return plan_snapshot(table, snapshot_id).files

@@ -103,6 +103,7 @@ class SnapshotScan:
     def deletes_of(self, rows: DataFrame) -> DataFrame:
         """Position-delete rows (``file_path``, ``pos``, with field ids) for ``rows`` read with positions."""
         names = self._names or file_names(self.files.data)
-        paths = self.spark.createDataFrame(list(names.items()), f"{ROW_FILE} string, {DELETE_FILE_PATH} string")
+        schema = f"{ROW_FILE} string NOT NULL, {DELETE_FILE_PATH} string NOT NULL"  # file_path is required
+        paths = self.spark.createDataFrame(list(names.items()), schema)
         located = rows.select(ROW_FILE, ROW_POS).join(F.broadcast(paths), ROW_FILE)
         return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS)))

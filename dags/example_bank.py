@@ -23,10 +23,10 @@ bank = RefreshGroup(
         Mirror("public.transfers"),
         SqlMember(
             "balances",
-            "SELECT a.id, a.balance, "
-            "coalesce(sum(CASE WHEN t.dst = a.id THEN t.amount ELSE 0 END), 0) "
-            "- coalesce(sum(CASE WHEN t.src = a.id THEN t.amount ELSE 0 END), 0) AS net_transfers "
-            "FROM accounts a LEFT JOIN transfers t ON t.src = a.id OR t.dst = a.id "
+            "SELECT a.id, a.balance, coalesce(sum(m.amount), 0) AS net_transfers "
+            "FROM accounts a LEFT JOIN ("
+            "  SELECT dst AS id, amount FROM transfers UNION ALL SELECT src, -amount FROM transfers"
+            ") m ON m.id = a.id "  # an equi-join: an OR in the join condition would be a nested loop
             "GROUP BY a.id, a.balance",
             sources=["accounts", "transfers"],
         ),

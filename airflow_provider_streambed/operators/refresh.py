@@ -199,5 +199,6 @@ class RefreshGroupOperator(StreambedBaseOperator):
         manifests = collect_member_manifests(spec)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
+        written = {name: manifest.reason for name, manifest in sorted(manifests.items()) if manifest.reason}
         return {"run_key": run_key, "watermark_lsn": str(spec.watermark), "cut_number": spec.cut_number,
-                "members": rows, "carried": dict(spec.carried), "rewritten": dict(spec.rewrite)}
+                "members": rows, "carried": dict(spec.carried), "mirrors": written}

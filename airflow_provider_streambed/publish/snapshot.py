@@ -42,7 +42,7 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import Transaction
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
-from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
@@ -50,6 +50,7 @@ from pyiceberg.table.update import (
     UpdatesAndRequirements,
 )
 from pyiceberg.table.update.snapshot import _new_manifest_list_file_name, _OverwriteFiles
+from pyiceberg.typedef import EMPTY_DICT
 
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.publish.manifests import (
@@ -225,6 +226,16 @@ class RowDelta(_CutSnapshot):
         if transaction.table_metadata.current_snapshot() is None:
             raise PublishError(f"table {'.'.join(transaction._table.name())}: a row delta needs a previous snapshot")
         super().__init__(transaction, commit_uuid, snapshot_properties, tag, Operation.OVERWRITE)
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        """The summary, with Iceberg's operation of a row delta: ``append`` when it only adds data
+        files, ``delete`` when it only adds deletes, else ``overwrite`` (incremental readers rely on it)."""
+        contents = {data_file.content for data_file in self._added_data_files}
+        if contents == {DataFileContent.DATA}:
+            self._operation = Operation.APPEND
+        elif contents == {DataFileContent.POSITION_DELETES}:
+            self._operation = Operation.DELETE
+        return super()._summary(snapshot_properties)
 
     def _manifests(self) -> list[ManifestFile]:
         """The added data files and the added delete files in a manifest each, then the parent's manifests."""

@@ -1,20 +1,22 @@
 """Compaction: which merge-on-read mirrors a run rewrites whole, to bound read amplification.
 
-Every incremental run of a mirror adds a data file of new images and a position-delete file;
-readers then read more files and skip deleted rows. A mirror is due for compaction when its
+Every incremental run of a mirror adds a small data file of new images and a position-delete
+file; readers then open more files and skip deleted rows. A mirror is due for compaction when its
 deleted rows exceed ``compact_deleted_ratio`` of its live rows or its snapshot has more than
-``compact_max_files`` files (both set per :class:`~airflow_provider_streambed.declarations.Mirror`).
+``compact_max_files`` small files (under :data:`SMALL_FILE_BYTES`; a whole write aims at 128 MiB
+files, so a large mirror is not due again right after its compaction), both set per
+:class:`~airflow_provider_streambed.declarations.Mirror`.
 A due mirror that the run computes anyway is rewritten whole in the same cut; by default
 (``compact="auto"``) at most one per run, the most amplified first, so one run never pays for
 rewriting every table. ``compact="all"`` rewrites every due mirror, ``"none"`` none. A mirror
 that does not change is carried as it is, due or not.
 
-Pure functions: the plan reads the figures from the previous cut's snapshot summaries.
+Pure functions: the plan reads the figures from the previous cut's snapshot summary and planned files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,32 +25,32 @@ from airflow_provider_streambed.exceptions import DeclarationError
 
 Compact = Literal["auto", "all", "none"]
 COMPACT_MODES: tuple[Compact, ...] = ("auto", "all", "none")
+#: A data or delete file below this size counts toward ``compact_max_files``.
+SMALL_FILE_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotStorage:
-    """How a member snapshot is stored, from its Iceberg summary (``total-*`` properties).
+    """How a member snapshot is stored.
 
     Attributes:
         records: rows in its data files, deleted ones included.
         deleted: position-deleted rows.
-        files: data and delete files.
+        small_files: data and delete files under :data:`SMALL_FILE_BYTES`.
     """
 
     records: int = 0
     deleted: int = 0
-    files: int = 0
+    small_files: int = 0
 
     @classmethod
-    def from_summary(cls, summary: Mapping[str, str]) -> SnapshotStorage:
-        """From a snapshot summary; missing figures count as 0."""
-        def figure(name: str) -> int:
-            return int(summary.get(name, "0"))
-
+    def of(cls, summary: Mapping[str, str], sizes: Iterable[int]) -> SnapshotStorage:
+        """From a snapshot summary (``total-records``, ``total-position-deletes``; missing: 0) and
+        the sizes of its files."""
         return cls(
-            figure("total-records"),
-            figure("total-position-deletes"),
-            figure("total-data-files") + figure("total-delete-files"),
+            int(summary.get("total-records", "0")),
+            int(summary.get("total-position-deletes", "0")),
+            sum(1 for size in sizes if size < SMALL_FILE_BYTES),
         )
 
     @property
@@ -63,8 +65,8 @@ def due_reason(mirror: Mirror, storage: SnapshotStorage) -> str | None:
     if storage.deleted_ratio > mirror.compact_deleted_ratio:
         return (f"compaction: {storage.deleted} deleted rows are {storage.deleted_ratio:.1%} of the live rows "
                 f"(threshold {mirror.compact_deleted_ratio:.1%})")
-    if storage.files > mirror.compact_max_files:
-        return f"compaction: {storage.files} files (threshold {mirror.compact_max_files})"
+    if storage.small_files > mirror.compact_max_files:
+        return f"compaction: {storage.small_files} small files (threshold {mirror.compact_max_files})"
     return None
 
 
@@ -98,4 +100,4 @@ def choose_compactions(
 
 def _amplification(mirror: Mirror, storage: SnapshotStorage) -> float:
     """How far past its thresholds a mirror is (the larger of the two ratios)."""
-    return max(storage.deleted_ratio / mirror.compact_deleted_ratio, storage.files / mirror.compact_max_files)
+    return max(storage.deleted_ratio / mirror.compact_deleted_ratio, storage.small_files / mirror.compact_max_files)

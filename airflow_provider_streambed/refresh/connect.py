@@ -10,8 +10,10 @@ readable and writable by the server (a shared file system or object storage).
 from __future__ import annotations
 
 import logging
+import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from airflow_provider_streambed.exceptions import RefreshError
@@ -20,6 +22,8 @@ from airflow_provider_streambed.staging import JobSpec, MemberManifest
 logger = logging.getLogger(__name__)
 
 
+#: Environment variables by which pyspark decides, process-wide, that it talks to Spark Connect.
+CONNECT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 #: Spark Connect's default port, when a URL names none.
 DEFAULT_CONNECT_PORT = 15002
 #: Seconds to wait for the server's port before giving up (the client itself retries for ~10 minutes).
@@ -71,14 +75,35 @@ def run_on_connect(
     check_reachable(url, where)
     logger.info("group=%s W=%s: running the refresh on the Spark Connect server %s", spec.group["name"],
                 spec.watermark, where)
+    with connect_mode():
+        try:
+            spark = SparkSession.builder.remote(url).create()
+            for key, value in REQUIRED_CONF.items():
+                spark.conf.set(key, value)
+        except SparkConnectGrpcException as error:
+            raise RefreshError(f"the Spark Connect server {where} cannot be reached: "
+                               f"{str(error).splitlines()[0]}") from error
+        try:
+            return run_job(spark, spec, members)
+        finally:
+            spark.stop()
+
+
+@contextmanager
+def connect_mode() -> Iterator[None]:
+    """Undo, on exit, the process-wide switch pyspark makes when a remote session is created.
+
+    pyspark sets ``SPARK_CONNECT_MODE_ENABLED`` (and may set ``SPARK_REMOTE``) in ``os.environ``,
+    which turns every later PySpark call in this process, and every spark-submit it starts, into
+    Spark Connect ones (a later spark-submit job then fails). The variables are restored when the
+    refresh is done.
+    """
+    saved = {name: os.environ.get(name) for name in CONNECT_VARIABLES}
     try:
-        spark = SparkSession.builder.remote(url).create()
-        for key, value in REQUIRED_CONF.items():
-            spark.conf.set(key, value)
-    except SparkConnectGrpcException as error:
-        raise RefreshError(f"the Spark Connect server {where} cannot be reached: "
-                           f"{str(error).splitlines()[0]}") from error
-    try:
-        return run_job(spark, spec, members)
+        yield
     finally:
-        spark.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -19,6 +19,8 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import and_
 from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
@@ -47,8 +49,9 @@ logger = logging.getLogger(__name__)
 #: ``_op`` of rows taken from the previous cut (ordered before every change).
 OP_PREVIOUS = "P"
 #: Changelogs of up to this many rows have their changed keys broadcast to the joins against the
-#: previous rows (no shuffle of the table); larger ones are shuffled.
-BROADCAST_CHANGES = 1_000_000
+#: previous rows (no shuffle of the table), unless broadcasts are turned off; larger ones are shuffled.
+BROADCAST_CHANGES = 250_000
+BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"  # -1 (broadcasts off) is respected
 #: First key columns whose range prunes the previous files: types whose values come back from
 #: Spark to Python and go back as literals unchanged (timestamps would shift by the driver's zone).
 RANGED_TYPES = (IntegralType, StringType, DecimalType, DateType)
@@ -135,7 +138,7 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
         logger.info("member=%s: truncate at (%s, %s) drops the previous rows", source.member.name, *truncated_at)
     change_rows = change_rows.where(F.col(OP) != OP_TRUNCATE)
     reason = _rewrite_reason(source, previous, truncated_at is not None, columns)
-    few = source.capture.changes <= BROADCAST_CHANGES
+    few = source.capture.changes <= BROADCAST_CHANGES and spark.conf.get(BROADCAST_THRESHOLD) != "-1"
     if previous is not None and not reason:
         return _incremental(previous, change_rows, columns, key, markers, facts, few)
     whole = _previous_rows(previous.rows(), changes.schema, columns, markers) if previous is not None else None
@@ -178,11 +181,10 @@ def _incremental(
         return MirrorOutput(change_rows.where(F.col(OP) == OP_INSERT).select(*columns), None, True, "append-only")
     candidates = previous.rows([*key, *markers], positions=True)
     if facts.ranged:
-        in_range = F.col(key[0]).between(facts.low, facts.high) if facts.low is not None else F.lit(False)
-        candidates = candidates.where(in_range)
-    changed_keys = change_rows.select(*key).distinct()
-    touched = candidates.join(F.broadcast(changed_keys) if few else changed_keys, on=key,
-                                              how="left_semi")
+        first = F.col(key[0])
+        in_range = first.between(facts.low, facts.high) if facts.low is not None else F.lit(False)
+        candidates = candidates.where(in_range | first.isNull())
+    touched = _key_join(candidates, change_rows, key, "left_semi", few)
     if markers:  # unchanged-TOAST values come from the previous rows of their keys
         earlier = _previous_rows(touched, change_rows.schema, columns, markers)
         images = _last_images(earlier.unionByName(change_rows), columns, key, markers)
@@ -259,13 +261,22 @@ def _merge_by_key(
     """
     if previous_rows is None:
         return _last_images(change_rows, columns, key, markers)
-    changed_keys = change_rows.select(*key).distinct()
-    if few:
-        changed_keys = F.broadcast(changed_keys)
-    untouched = previous_rows.join(changed_keys, on=key, how="left_anti").select(*columns)
+    untouched = _key_join(previous_rows, change_rows, key, "left_anti", few).select(*columns)
     if markers:
-        change_rows = previous_rows.join(changed_keys, on=key, how="left_semi").unionByName(change_rows)
+        change_rows = _key_join(previous_rows, change_rows, key, "left_semi", few).unionByName(change_rows)
     return untouched.unionByName(_last_images(change_rows, columns, key, markers))
+
+
+def _key_join(rows: DataFrame, change_rows: DataFrame, key: list[str], how: str, few: bool) -> DataFrame:
+    """``rows`` whose key is (``left_semi``) or is not (``left_anti``) among the changed keys.
+
+    Keys compare null-safe: a ``REPLICA IDENTITY FULL`` table's key is every column, nullable
+    ones too, and a row with a null in it must still match its change. With ``few`` changes the
+    keys are broadcast (no shuffle of ``rows``).
+    """
+    changed = change_rows.select(*[F.col(name).alias(f"_changed_{name}") for name in key]).distinct()
+    condition = reduce(and_, [rows[name].eqNullSafe(changed[f"_changed_{name}"]) for name in key])
+    return rows.join(F.broadcast(changed) if few else changed, condition, how)
 
 
 def _last_images(rows: DataFrame, columns: list[str], key: list[str], markers: list[str]) -> DataFrame:

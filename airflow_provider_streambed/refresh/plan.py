@@ -20,11 +20,12 @@ from pathlib import Path
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from airflow_provider_streambed.catalog import plan_snapshot_files, warehouse_of
+from airflow_provider_streambed.catalog import plan_snapshot, warehouse_of
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
+from airflow_provider_streambed.refresh.connect import CONNECT_VARIABLES
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
@@ -81,28 +82,18 @@ def build_job_spec(
             f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
         )
     tables = {} if previous is None else _previous_tables(catalog, group, previous)
-    known = _known(tables)
-    work = plan_work(group, {table.member: table for table in manifest.tables}, known)
+    summaries = {name: _summary(table, snapshot_id) for name, (table, snapshot_id) in tables.items()}
+    work = plan_work(group, {table.member: table for table in manifest.tables}, _known(tables, summaries))
     carried = {name: planned.reason for name, planned in work.items() if not planned.compute}
     computed = [name for name, planned in work.items() if planned.compute]
-    rewrite = choose_compactions(group, {name: found.storage for name, found in known.items()}, computed, compact)
     read_previous = {mirror.name for mirror in group.mirrors if mirror.name not in carried} | {
         source for member in group.members if member.name not in carried
         for source in (group.member(name).name for name in member.sources) if source in carried
     }
-    previous_files: dict[str, tuple[str, ...]] = {}
-    previous_deletes: dict[str, tuple[str, ...]] = {}
-    previous_keys: dict[str, tuple[str, ...]] = {}
-    for name, (table, snapshot_id) in tables.items():
-        if name in read_previous:
-            files = plan_snapshot_files(table, snapshot_id)
-            previous_files[name] = files.data
-            if files.deletes:
-                previous_deletes[name] = files.deletes
-        schema = table.schema()
-        keys = schema.identifier_field_names()
-        if keys and isinstance(group.member(name), Mirror):
-            previous_keys[name] = tuple(field.name for field in schema.fields if field.name in keys)
+    planned_files = {name: plan_snapshot(table, snapshot_id) for name, (table, snapshot_id) in tables.items()
+                     if name in read_previous}
+    storage = {name: SnapshotStorage.of(summaries[name], found.sizes.values()) for name, found in planned_files.items()}
+    rewrite = choose_compactions(group, storage, computed, compact)
     spec = JobSpec(
         group=group.to_dict(),
         run_key=run_key,
@@ -111,10 +102,10 @@ def build_job_spec(
         cut_number=previous.cut_id + 1 if previous is not None else 1,
         staging_root=staging_root(warehouse_of(catalog), group.name, run_key),
         capture_manifest=capture_manifest_uri,
-        previous_files=previous_files,
-        previous_key_columns=previous_keys,
+        previous_files={name: found.files.data for name, found in planned_files.items()},
+        previous_key_columns=_previous_keys(group, tables),
         carried=carried,
-        previous_deletes=previous_deletes,
+        previous_deletes={name: found.files.deletes for name, found in planned_files.items() if found.files.deletes},
         rewrite=rewrite,
     )
     for planned in work.values():
@@ -139,18 +130,31 @@ def _previous_tables(catalog: Catalog, group: RefreshGroup, previous: CutRecord)
     }
 
 
-def _known(tables: Mapping[str, tuple[Table, int]]) -> dict[str, PreviousMember]:
-    """What the previous cut's snapshots were made from (definition digest, columns) and how they are stored."""
-    known = {}
-    for name, (table, snapshot_id) in tables.items():
-        snapshot = table.snapshot_by_id(snapshot_id)
-        summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else {}
-        known[name] = PreviousMember(
-            summary.get(DEFINITION_PROPERTY),
-            tuple(f.name for f in table.schema().fields),
-            SnapshotStorage.from_summary(summary),
-        )
-    return known
+def _summary(table: Table, snapshot_id: int) -> dict[str, str]:
+    """The summary properties of a snapshot (empty when it has none)."""
+    snapshot = table.snapshot_by_id(snapshot_id)
+    return dict(snapshot.summary.additional_properties) if snapshot is not None and snapshot.summary else {}
+
+
+def _known(
+    tables: Mapping[str, tuple[Table, int]], summaries: Mapping[str, Mapping[str, str]]
+) -> dict[str, PreviousMember]:
+    """What the previous cut's snapshots were made from: the definition digest and the columns."""
+    return {
+        name: PreviousMember(summaries[name].get(DEFINITION_PROPERTY), tuple(f.name for f in table.schema().fields))
+        for name, (table, _) in tables.items()
+    }
+
+
+def _previous_keys(group: RefreshGroup, tables: Mapping[str, tuple[Table, int]]) -> dict[str, tuple[str, ...]]:
+    """Per mirror in the previous cut, its key (the table's identifier fields, in column order)."""
+    keys = {}
+    for name, (table, _) in tables.items():
+        schema = table.schema()
+        identifier = schema.identifier_field_names()
+        if identifier and isinstance(group.member(name), Mirror):
+            keys[name] = tuple(field.name for field in schema.fields if field.name in identifier)
+    return keys
 
 
 def _previous_cut(group: RefreshGroup, ledger: Ledger, run_key: str) -> CutRecord | None:
@@ -204,7 +208,7 @@ def run_local_spark_submit(
     command = spark_submit_command(spec_uri, master, conf, members)
     bin_dir = str(Path(sys.executable).parent)
     environment = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in CONNECT_VARIABLES},
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join(path or os.getcwd() for path in sys.path),

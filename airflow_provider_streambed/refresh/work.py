@@ -16,10 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, member_fields
-from airflow_provider_streambed.refresh.compaction import SnapshotStorage
 from airflow_provider_streambed.staging import TableCapture
 
 #: Snapshot summary property holding the digest of the member definition the snapshot was made from.
@@ -42,12 +41,10 @@ class PreviousMember:
     Attributes:
         definition: the definition digest stored with the snapshot (``None``: made before digests).
         columns: the snapshot's column names.
-        storage: the snapshot's files and rows (for compaction).
     """
 
     definition: str | None
     columns: tuple[str, ...]
-    storage: SnapshotStorage = field(default_factory=SnapshotStorage)
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,3 +165,24 @@ def test_changes_the_previous_cut_holds_are_not_applied_twice(spark: SparkSessio
     staged = run_job(spark, stage_spec(tmp_path, group, "run3", Lsn(model.lsn), [replayed], previous, w2, 3))
     assert staged["accounts"].incremental and not staged["accounts"].delete_files  # append-only: files added
     assert sorted_rows(read_files(advance(previous, staged)["accounts"].files), KEY) == model.truth()
+
+
+@pytest.mark.parametrize("rewrite", ["", "compaction"], ids=["merge-on-read", "whole"])
+def test_a_key_with_nulls_still_matches_its_changes(spark: SparkSession, tmp_path: Path, rewrite: str) -> None:
+    # REPLICA IDENTITY FULL: the key is every column, nullable ones too
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int32())])
+    group = RefreshGroup("nullkey", "src", "cat", "ns", (Mirror("public.t"),))
+    model = TableModel("t", schema, ("id", "v"))
+    for row in ({"id": 1, "v": None}, {"id": 2, "v": None}, {"id": None, "v": 3}, {"id": 4, "v": 4}):
+        model.insert(row)
+    model.commit()
+    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn),
+                                                    [model.flush(tmp_path / "c1", "t")])))
+    model.delete((1, None))
+    model.delete((None, 3))
+    model.insert({"id": 5, "v": None})
+    model.commit()
+    spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [model.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
+    staged = run_job(spark, replace(spec, rewrite={"t": rewrite} if rewrite else {}))
+    rows = read_files(advance(first, staged)["t"].files).to_pylist()
+    assert sorted(rows, key=lambda row: row["id"]) == [{"id": 2, "v": None}, {"id": 4, "v": 4}, {"id": 5, "v": None}]

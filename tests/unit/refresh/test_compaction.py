@@ -18,16 +18,17 @@ GROUP = RefreshGroup(
     ],
 )
 MIRRORS = ("accounts", "transfers", "events")
+MIB = 1024 * 1024
 
 
-def test_storage_from_a_snapshot_summary() -> None:
+def test_storage_from_a_snapshot_summary_and_its_file_sizes() -> None:
     summary = {"total-records": "110", "total-position-deletes": "10", "total-data-files": "5",
                "total-delete-files": "2", "operation": "overwrite"}
-    storage = SnapshotStorage.from_summary(summary)
-    assert storage == SnapshotStorage(records=110, deleted=10, files=7)
+    storage = SnapshotStorage.of(summary, [128 * MIB, 130 * MIB, 40 * MIB, 32 * MIB - 1, 1000, 2000, 3000])
+    assert storage == SnapshotStorage(records=110, deleted=10, small_files=4)  # whole-write files are not small
     assert storage.deleted_ratio == pytest.approx(0.1)
-    assert SnapshotStorage.from_summary({}).deleted_ratio == 0.0
-    assert SnapshotStorage(records=3, deleted=3, files=2).deleted_ratio == 1.0  # nothing live, all deleted
+    assert SnapshotStorage.of({}, []).deleted_ratio == 0.0
+    assert SnapshotStorage(records=3, deleted=3, small_files=2).deleted_ratio == 1.0  # nothing live, all deleted
 
 
 def test_due_at_the_thresholds_and_not_before() -> None:
@@ -38,7 +39,7 @@ def test_due_at_the_thresholds_and_not_before() -> None:
         "compaction: 11 deleted rows are 11.0% of the live rows (threshold 10.0%)"
     )
     assert due_reason(accounts, SnapshotStorage(100, 0, 64)) is None
-    assert due_reason(accounts, SnapshotStorage(100, 0, 65)) == "compaction: 65 files (threshold 64)"
+    assert due_reason(accounts, SnapshotStorage(100, 0, 65)) == "compaction: 65 small files (threshold 64)"
 
 
 def test_auto_compacts_the_most_amplified_due_mirror_only() -> None:
