@@ -68,6 +68,10 @@ class StreambedRefreshGroup(TaskGroup):
         spark_options: further ``RefreshGroupOperator`` arguments (``executor_memory``, ...).
         capture_options: further ``CaptureWatermarkOperator`` arguments.
         publish_options: further ``PublishCutOperator`` arguments.
+        task_per_member: one refresh task per member (``refresh_<member>``, after its sources'
+            tasks) instead of one for all: the UI shows each member, and clearing a failed member
+            task recomputes that member only, with the same W. Best with a ``spark_connect``
+            connection (no JVM start per task); with spark-submit each task starts an application.
         **kwargs: ``TaskGroup`` arguments (``tooltip``, ``default_args``, ...).
     """
 
@@ -81,6 +85,7 @@ class StreambedRefreshGroup(TaskGroup):
         spark_options: dict[str, Any] | None = None,
         capture_options: dict[str, Any] | None = None,
         publish_options: dict[str, Any] | None = None,
+        task_per_member: bool = False,
         **kwargs: Any,
     ) -> None:
         if not isinstance(group, RefreshGroup):
@@ -97,8 +102,9 @@ class StreambedRefreshGroup(TaskGroup):
             if name not in self.dag.params:
                 self.dag.params[name] = make_param()
         tasks: dict[str, BaseOperator] = {}
-        for planned in plan_tasks(group):
-            tasks[planned.task_id] = self._make_task(planned, options[planned.kind])
+        for planned in plan_tasks(group, task_per_member):
+            extra = {"members": planned.members} if task_per_member and planned.kind == "refresh" else {}
+            tasks[planned.task_id] = self._make_task(planned, {**options[planned.kind], **extra})
             for upstream in planned.upstream:
                 tasks[upstream] >> tasks[planned.task_id]
 

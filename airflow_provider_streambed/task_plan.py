@@ -39,22 +39,44 @@ class PlannedTask:
     sources: tuple[str, ...] = ()
 
 
-def plan_tasks(group: RefreshGroup) -> tuple[PlannedTask, ...]:
-    """The three tasks of a run of ``group``: capture, then one refresh, then publish.
+def member_task_id(member: str) -> str:
+    """The task id of a member's refresh task when the group runs a task per member."""
+    return f"refresh_{member}"
 
-    One Spark application computes every member (one JVM per run); publish waits for it with
-    ``all_success``, so a failed member publishes nothing.
+
+def plan_tasks(group: RefreshGroup, task_per_member: bool = False) -> tuple[PlannedTask, ...]:
+    """The tasks of a run of ``group``: capture, then the refresh, then publish.
+
+    By default one refresh task computes every member (one Spark application per run). With
+    ``task_per_member`` each member has its own refresh task (``refresh_<member>``), after the
+    capture and after the tasks of its sources, so the UI shows and retries members one by one.
+    Publish waits for every refresh task with ``all_success``, so a failed member publishes nothing.
     """
     members = tuple(member.name for member in group.topological_members())
-    return (
-        PlannedTask(
-            task_id=CAPTURE_TASK_ID,
-            kind="capture",
-            upstream=(),
-            trigger_rule="all_success",
-            members=tuple(mirror.name for mirror in group.mirrors),
-            sources=tuple(mirror.qualified_table for mirror in group.mirrors),
-        ),
-        PlannedTask(REFRESH_TASK_ID, "refresh", (CAPTURE_TASK_ID,), "all_success", members),
-        PlannedTask(PUBLISH_TASK_ID, "publish", (REFRESH_TASK_ID,), "all_success", members),
+    capture = PlannedTask(
+        task_id=CAPTURE_TASK_ID,
+        kind="capture",
+        upstream=(),
+        trigger_rule="all_success",
+        members=tuple(mirror.name for mirror in group.mirrors),
+        sources=tuple(mirror.qualified_table for mirror in group.mirrors),
     )
+    if not task_per_member:
+        return (
+            capture,
+            PlannedTask(REFRESH_TASK_ID, "refresh", (CAPTURE_TASK_ID,), "all_success", members),
+            PlannedTask(PUBLISH_TASK_ID, "publish", (REFRESH_TASK_ID,), "all_success", members),
+        )
+    refreshes = tuple(
+        PlannedTask(
+            member_task_id(member.name),
+            "refresh",
+            (CAPTURE_TASK_ID, *(member_task_id(group.member(source).name) for source in member.sources)),
+            "all_success",
+            (member.name,),
+        )
+        for member in group.topological_members()
+    )
+    publish = PlannedTask(PUBLISH_TASK_ID, "publish", tuple(task.task_id for task in refreshes), "all_success",
+                          members)
+    return (capture, *refreshes, publish)

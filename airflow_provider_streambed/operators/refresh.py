@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -59,6 +60,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
             one JVM start each) instead of one for the whole run.
         compact: which mirrors due for compaction are rewritten whole this run: ``"auto"`` (at
             most one, the most amplified), ``"all"`` or ``"none"``.
+        members: compute only these members (a task per member); default all. Their sources must
+            have been staged for the run by earlier tasks.
         catalog_conn_id: the catalog connection (default: the group's ``catalog_conn_id``).
     """
 
@@ -79,6 +82,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         spark_binary: str | None = None,
         application_per_member: bool = False,
         compact: str = "auto",
+        members: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         from airflow_provider_streambed.refresh.compaction import COMPACT_MODES
@@ -88,6 +92,10 @@ class RefreshGroupOperator(StreambedBaseOperator):
         if compact not in COMPACT_MODES:
             raise DeclarationError(f"task {self.task_id!r}: compact={compact!r}; expected one of {list(COMPACT_MODES)}")
         self.compact = compact
+        self.members = tuple(members or ())
+        unknown = [name for name in self.members if name.lower() not in {m.name.lower() for m in self.group.members}]
+        if unknown:
+            raise DeclarationError(f"task {self.task_id!r}: members {unknown} are not in group {self.group.name!r}")
         self.spark_conn_id = spark_conn_id
         self.conf = dict(conf or {})
         self.application_per_member = application_per_member
@@ -105,8 +113,9 @@ class RefreshGroupOperator(StreambedBaseOperator):
         """The member lists of the Spark applications to submit, in order.
 
         None when every member is carried over (nothing changed for it); else one application for
-        all members to compute (``[[]]``), or with ``application_per_member`` one per member still
-        to compute, sources first (members already staged for W are not resubmitted).
+        all members to compute (``[[]]``, or this task's ``members``), or with
+        ``application_per_member`` one per member still to compute, sources first (members
+        already staged for W are not resubmitted).
         """
         from airflow_provider_streambed.refresh.work import definition_digest
         from airflow_provider_streambed.staging.members import staged_manifest
@@ -115,7 +124,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         if not computed:
             return []
         if not self.application_per_member:
-            return [[]]
+            return [[name for name in self.members if name in computed]] if self.members else [[]]
         return [
             [member.name]
             for member in self.group.topological_members()
@@ -187,7 +196,13 @@ class RefreshGroupOperator(StreambedBaseOperator):
         connection = self.check_spark_connection()
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
-        spec_uri = write_job_spec(spec)
+        spec_uri = write_job_spec(spec)  # the whole run's spec: publish reads it
+        if self.members:
+            spec = dataclasses.replace(spec, members=self.members)
+            for name in self.members:
+                if name in spec.carried:
+                    logger.info("group=%s W=%s cut=%d: member %s carried over (%s)", self.group.name, spec.watermark,
+                                spec.cut_number, name, spec.carried[name])
         for members in self.applications(spec):
             logger.info("group=%s run=%s W=%s cut=%d: computing %s on %s connection %r", self.group.name, run_key,
                         spec.watermark, spec.cut_number, ", ".join(members) or "all members", connection.conn_type,

@@ -166,9 +166,14 @@ def _previous_cut(group: RefreshGroup, ledger: Ledger, run_key: str) -> CutRecor
 
 
 def write_job_spec(spec: JobSpec) -> str:
-    """Write ``spec`` to ``<staging root>/_job/spec.json`` and return its URI."""
+    """Write ``spec`` to ``<staging root>/_job/spec.json`` (unless it holds it already) and return its URI.
+
+    Tasks of one run (a task per member) all write the same spec; one that finds it in place
+    leaves the file alone.
+    """
     uri = join(spec.staging_root, JOB_SPEC_PATH)
-    write_json(uri, spec.to_dict())
+    if read_json(uri) != spec.to_dict():
+        write_json(uri, spec.to_dict())
     return uri
 
 

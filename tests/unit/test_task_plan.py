@@ -45,3 +45,17 @@ def test_refresh_and_publish_cover_every_member_in_dependency_order() -> None:
 
 def test_plan_is_deterministic() -> None:
     assert plan_tasks(_group()) == plan_tasks(_group())
+
+
+def test_a_task_per_member_follows_the_sources() -> None:
+    plan = plan_tasks(_group(), task_per_member=True)
+    assert [(task.task_id, task.upstream, task.members) for task in plan] == [
+        ("capture_watermark", (), ("orders", "customers")),
+        ("refresh_orders", ("capture_watermark",), ("orders",)),
+        ("refresh_totals", ("capture_watermark", "refresh_orders"), ("totals",)),
+        ("refresh_scores", ("capture_watermark", "refresh_totals"), ("scores",)),
+        ("refresh_customers", ("capture_watermark",), ("customers",)),
+        ("publish_cut", ("refresh_orders", "refresh_totals", "refresh_scores", "refresh_customers"),
+         ("orders", "totals", "scores", "customers")),
+    ]
+    assert {task.trigger_rule for task in plan} == {"all_success"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -14,15 +15,17 @@ import psycopg
 import pytest
 from airflow.sdk import DAG
 
-from airflow_provider_streambed import StreambedRefreshGroup
+from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember, StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import Writer, load_bank, move_money
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.ledger import RunState
+from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.postgres import free_port
 from tests.integration.airflow.bank import check_cut
-from tests.integration.airflow.conftest import sync_dags
+from tests.integration.airflow.conftest import rerun, sync_dags
+from tests.integration.airflow.members import FLAKY_FLAG
 
 pytestmark = pytest.mark.slow
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -79,3 +82,57 @@ def test_a_server_that_is_down_fails_retryably_and_publishes_nothing(
                           spark_remote=spark_connect_url)
     assert result.cut is not None and result.cut.watermark == pinned.watermark
     assert check_cut(reader.get(result.cut.cut_id), journal) == journal
+    # pyspark's process-wide Connect switch is undone: later classic sessions and spark-submit work
+    assert not {"SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"} & set(os.environ)
+
+
+def test_a_task_per_member_retries_only_the_failed_member(bank_connections: dict[str, str], pg_dsn: str,
+                                                          spark_connect_url: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    address = urlparse(spark_connect_url)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
+        {"conn_type": "spark_connect", "host": address.hostname, "port": address.port}))
+    flag = tmp_path / "flaky-ok"
+    monkeypatch.setenv(FLAKY_FLAG, str(flag))
+    load_bank(pg_dsn)
+    with psycopg.connect(pg_dsn) as conn:
+        rng = random.Random(7)
+        journal = {move_money(conn, rng) for _ in range(10)}
+    group = RefreshGroup(
+        name="bank_members", source_conn_id="bank_pg", catalog_conn_id="lakehouse", namespace="bank_members",
+        members=[Mirror("accounts"), Mirror("transfers"),
+                 PythonMember("counts", "tests.integration.airflow.members:flaky_counts", sources=["transfers"]),
+                 SqlMember("senders", "SELECT count(*) AS senders FROM counts", sources=["counts"])],
+    )
+    with DAG("bank_members", schedule=None, start_date=START) as dag:
+        StreambedRefreshGroup(group, spark_conn_id="spark_connect_test", task_per_member=True)
+    sync_dags(dag)
+    assert {task_id: sorted(dag.get_task(task_id).upstream_task_ids) for task_id in dag.task_ids} == {
+        "bank_members.capture_watermark": [],
+        "bank_members.refresh_accounts": ["bank_members.capture_watermark"],
+        "bank_members.refresh_transfers": ["bank_members.capture_watermark"],
+        "bank_members.refresh_counts": ["bank_members.capture_watermark", "bank_members.refresh_transfers"],
+        "bank_members.refresh_senders": ["bank_members.capture_watermark", "bank_members.refresh_counts"],
+        "bank_members.publish_cut": ["bank_members.refresh_accounts", "bank_members.refresh_counts",
+                                     "bank_members.refresh_senders", "bank_members.refresh_transfers"],
+    }
+
+    dag_run = dag.test(logical_date=START)
+    states = {ti.task_id.split(".")[1]: ti.state for ti in dag_run.get_task_instances()}
+    assert states == {"capture_watermark": "success", "refresh_accounts": "success",
+                      "refresh_transfers": "success", "refresh_counts": "failed",
+                      "refresh_senders": "upstream_failed", "publish_cut": "upstream_failed"}
+    ledger = Ledger(bank_connections["uri"])
+    pinned = ledger.get_run(group.name, make_run_key("bank_members", dag_run.run_id))
+    assert pinned is not None and ledger.last_cut(group.name) is None
+
+    flag.touch()
+    cleared = ["bank_members.refresh_counts", "bank_members.refresh_senders", "bank_members.publish_cut"]
+    assert rerun(dag, dag_run, cleared) == "success"
+    tries = {ti.task_id.split(".")[1]: ti.try_number for ti in dag_run.get_task_instances()}
+    assert tries["refresh_accounts"] == 1 and tries["refresh_transfers"] == 1 and tries["refresh_counts"] == 2
+    cut = CutReader(bank_connections, group).latest()
+    assert (cut.cut_id, cut.watermark) == (1, pinned.watermark)
+    assert [record.cut_id for record in ledger.list_cuts(group.name)] == [1]
+    senders = cut.to_arrow("senders").to_pylist()[0]["senders"]
+    assert senders == len({row["src"] for row in cut.to_arrow("transfers").to_pylist()}) and len(journal) == 10

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_provider_streambed import Mirror, RefreshGroup
-from airflow_provider_streambed.exceptions import ConnectionConfigError
+from airflow_provider_streambed.exceptions import ConnectionConfigError, DeclarationError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
 from airflow_provider_streambed.refresh import job_application
@@ -57,3 +57,10 @@ def test_the_spark_submit_command_carries_only_the_spec_uri_and_members(
         job_application(), *arguments,
     ]
     assert "not-for-spark" not in " ".join(command)
+
+
+def test_bad_compact_modes_and_unknown_members_are_refused_at_parse_time() -> None:
+    with pytest.raises(DeclarationError, match=r"task 'r': compact='sometimes'; expected one of"):
+        RefreshGroupOperator(task_id="r", group=GROUP, compact="sometimes")
+    with pytest.raises(DeclarationError, match=r"task 'r': members \['ledger'\] are not in group"):
+        RefreshGroupOperator(task_id="r", group=GROUP, members=["ledger"])
