@@ -21,7 +21,8 @@ from psycopg.conninfo import conninfo_to_dict
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 AIRFLOW_COMPONENTS = {"api-server", "scheduler", "dag-processor", "triggerer"}
-SPARK_ROLES = {"org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker"}
+SPARK_ROLES = {"org.apache.spark.deploy.master.Master", "org.apache.spark.deploy.worker.Worker",
+               "org.apache.spark.sql.connect.service.SparkConnectServer"}
 WAREHOUSE_VOLUME = "warehouse"
 _VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}|\$\$")
 
@@ -63,7 +64,7 @@ def airflow_services(services: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def spark_services(services: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Service name -> Spark class, for the standalone master and worker."""
+    """Service name -> Spark class, for the standalone master and worker and the Connect server."""
     found = {}
     for name, service in services.items():
         command = command_of(service)
@@ -132,7 +133,8 @@ def test_connections_are_json_of_the_expected_types(services: dict[str, dict[str
     airflow = airflow_services(services)
     first = connections(services[next(iter(airflow))])
     assert {conn_id: conn["conn_type"] for conn_id, conn in first.items()} == {
-        "bank_pg": "postgres", "lakehouse": "streambed_catalog", "spark_default": "spark"}
+        "bank_pg": "postgres", "lakehouse": "streambed_catalog", "spark_default": "spark",
+        "spark_connect": "spark_connect"}
     for name in airflow:
         assert connections(services[name]) == first, f"{name} has other connections"
 
