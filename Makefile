@@ -24,7 +24,7 @@ system-packages:
 $(VENV)/.installed: pyproject.toml
 	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[spark-submit,test]'
 	# pyspark-client (pulled by the spark provider) overwrites pyspark's files: put pyspark back.
 	$(BIN)/pip install -q --force-reinstall --no-deps pyspark==4.2.0
 	$(BIN)/spark-submit --version 2>&1 | grep -q 'version 4.2.0' || { echo "spark-submit is broken in $(VENV)"; exit 1; }

@@ -21,6 +21,6 @@ COPY --chown=airflow:0 pyproject.toml README.md /opt/streambed/src/
 COPY --chown=airflow:0 airflow_provider_streambed /opt/streambed/src/airflow_provider_streambed
 # Keep the image's Airflow version; then put pyspark back exactly like the Makefile does
 # (pyspark-client, pulled by the spark provider, overwrites pyspark's files).
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" /opt/streambed/src \
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "/opt/streambed/src[spark-submit]" \
  && pip install --no-cache-dir --force-reinstall --no-deps pyspark==4.2.0 \
  && spark-submit --version 2>&1 | grep -q 'version 4.2.0'

@@ -186,6 +186,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
             job_application,
             write_job_spec,
         )
+        from airflow_provider_streambed.refresh.plan import spark_submit_executable
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
 
         if (done := self.already_published(ledger, run_key)) is not None:
@@ -210,6 +211,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
             if connection.conn_type == SPARK_CONNECT:
                 self.run_on_connect(spec, members)
             else:
+                if not self.hook_options["spark_binary"]:
+                    spark_submit_executable()  # a clear error when only pyspark-client is installed
                 self.submit_hook(spec, spec_uri, members).submit(job_application())
         manifests = collect_member_manifests(spec)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}

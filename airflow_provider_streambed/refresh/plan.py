@@ -190,12 +190,27 @@ def job_arguments(spec_uri: str, members: Sequence[str] = ()) -> list[str]:
     return arguments
 
 
+def spark_submit_executable() -> str:
+    """spark-submit from PATH, else next to this Python.
+
+    Raises:
+        RefreshError: there is none: pyspark-client alone (without the ``spark-submit`` extra)
+            has no launcher; the message says what to install or use instead.
+    """
+    executable = shutil.which("spark-submit") or str(Path(sys.executable).with_name("spark-submit"))
+    if not Path(executable).exists():
+        raise RefreshError(
+            "spark-submit is not installed here: install airflow-provider-streambed[spark-submit] (full pyspark "
+            "and Java), or run the refresh on a Spark Connect server (a spark_connect connection, or spark_remote)"
+        )
+    return executable
+
+
 def spark_submit_command(
     spec_uri: str, master: str = "local[2]", conf: Mapping[str, str] | None = None, members: Sequence[str] = ()
 ) -> list[str]:
-    """The spark-submit command line (spark-submit from PATH, else next to this Python)."""
-    executable = shutil.which("spark-submit") or str(Path(sys.executable).with_name("spark-submit"))
-    command = [executable, "--master", master]
+    """The spark-submit command line (:func:`spark_submit_executable`)."""
+    command = [spark_submit_executable(), "--master", master]
     for key, value in {**LOCAL_CONF, **(conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, job_application(), *job_arguments(spec_uri, members)]

@@ -207,8 +207,8 @@ def test_image_installs_the_provider_java_and_pins_pyspark(services: dict[str, d
     assert "openjdk-17" in text
     source_dir = re.search(r"^COPY\s.*\bpyproject\.toml\b.*\s(\S+?)/?$", text, flags=re.MULTILINE)
     assert source_dir is not None, "the image must copy the repository's pyproject.toml"
-    install = re.search(rf"pip install [^\n]*\s{re.escape(source_dir.group(1))}/?(\s|$)", text)
-    assert install is not None, "the image must pip install the provider from the copied sources"
+    install = re.search(rf"pip install [^\n]*\s\"?{re.escape(source_dir.group(1))}/?(\[spark-submit\])\"?(\s|$)", text)
+    assert install is not None, "the image must pip install the provider (with spark-submit) from the copied sources"
     repin = text.find("pip install --no-cache-dir --force-reinstall --no-deps pyspark==4.2.0")
     assert install.start() < repin, "pyspark must be re-pinned after installing the provider"
     assert '"pyspark==4.2.0"' in (REPO / "pyproject.toml").read_text(), "the image's pin must match pyproject.toml"

@@ -1,0 +1,61 @@
+"""``pip install airflow-provider-streambed`` without extras: no full pyspark, no spark-submit, and
+a refresh through a Spark Connect server works from that fresh venv."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from airflow_provider_streambed import Mirror, RefreshGroup
+    from airflow_provider_streambed.exceptions import RefreshError
+    from airflow_provider_streambed.local import refresh_once
+    from airflow_provider_streambed.read import CutReader
+
+    dsn, catalog_uri, warehouse, remote = sys.argv[1:]
+    group = RefreshGroup("slim", "src", "cat", "slim", [Mirror("public.items")])
+    properties = {"uri": catalog_uri, "warehouse": warehouse}
+    try:
+        refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r0")
+    except RefreshError as error:
+        print("SUBMIT:", error)
+    result = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r0", spark_remote=remote)
+    cut = CutReader(properties, group).get(result.cut.cut_id)
+    rows = sorted(row["id"] for row in cut.to_arrow("items").to_pylist())
+    print("CUT:", result.cut.cut_id, rows)
+""")
+
+
+def test_a_plain_install_refreshes_through_spark_connect(pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path,
+                                                         spark_connect_url: str) -> None:
+    python = shutil.which("python3.11")
+    assert python is not None
+    venv = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    installed = subprocess.run([str(venv / "bin/pip"), "install", "-q", str(REPO)], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    packages = subprocess.run([str(venv / "bin/pip"), "list"], capture_output=True, text=True, check=True).stdout
+    assert "pyspark-client" in packages and "\npyspark " not in packages
+    assert not (venv / "bin/spark-submit").exists()
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO items SELECT generate_series(1, 5)")
+    script = tmp_path / "refresh.py"
+    script.write_text(SCRIPT)
+    ran = subprocess.run(
+        [str(venv / "bin/python"), str(script), pg_dsn, sqlite_catalog_uri, (tmp_path / "wh").as_uri(),
+         spark_connect_url], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "SUBMIT: spark-submit is not installed here: install airflow-provider-streambed[spark-submit]" in ran.stdout
+    assert "CUT: 1 [1, 2, 3, 4, 5]" in ran.stdout
