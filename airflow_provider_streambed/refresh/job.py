@@ -1,7 +1,8 @@
 """The Spark application of a refresh: computes the requested members of a group as of W.
 
-One application computes all members in dependency order (one JVM start per run); passing
-``--members`` computes only those (one application per member). Every member's output is staged
+One application computes all members (one JVM start per run): the mirrors concurrently, then the
+derived members in dependency order; passing ``--members`` computes only those (one application
+per member). Every member's output is staged
 with its manifest written last; members already staged for the same W are skipped, so a retry
 recomputes only what failed. A failing member does not stop independent members; the application
 then fails naming every failed member. Imports neither ``capture/`` nor ``publish/``.
@@ -13,6 +14,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
@@ -42,6 +44,9 @@ from airflow_provider_streambed.staging.members import (
 
 logger = logging.getLogger(__name__)
 
+#: Mirrors are computed concurrently, up to this many at once (their Spark jobs share the
+#: application: small merges overlap their latencies); derived members follow one by one.
+MIRROR_THREADS = 4
 #: Settings the job needs whatever the user's Spark configuration says.
 REQUIRED_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
@@ -87,25 +92,49 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     captures = _captures(spec, group)
     staged: dict[str, MemberManifest] = {}
     failures: dict[str, str] = {}
-    for member in ordered:
-        existing = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
-        if existing is not None:
-            logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
-            staged[member.name] = existing
-            continue
-        failed_sources = [source for source in member.sources if source in failures]
-        if failed_sources:
-            failures[member.name] = f"not computed: its sources {failed_sources} failed"
-            continue
-        try:
-            staged[member.name] = _compute(spark, spec, group, member, captures, staged)
-        except Exception as error:  # a member's code may raise anything; keep the others going
-            logger.error("group=%s member=%s W=%s failed", group.name, member.name, spec.watermark, exc_info=True)
-            failures[member.name] = first_lines(error)
+
+    def attempt(member: Member) -> None:
+        outcome = _attempt(spark, spec, group, member, captures, staged, failures)
+        if isinstance(outcome, str):
+            failures[member.name] = outcome
+        else:
+            staged[member.name] = outcome
+
+    mirrors = [member for member in ordered if isinstance(member, Mirror)]
+    with ThreadPoolExecutor(max_workers=max(1, min(MIRROR_THREADS, len(mirrors)))) as pool:
+        list(pool.map(attempt, mirrors))
+    for member in ordered:  # derived members in dependency order: each reads its sources' output
+        if not isinstance(member, Mirror):
+            attempt(member)
     if failures:
         detail = "; ".join(f"member {name!r}: {message}" for name, message in failures.items())
         raise RefreshError(f"group {group.name!r}, run {spec.run_key!r}, W={spec.watermark}: {detail}")
     return staged
+
+
+def _attempt(
+    spark: SparkSession,
+    spec: JobSpec,
+    group: RefreshGroup,
+    member: Member,
+    captures: dict[str, TableCapture],
+    staged: dict[str, MemberManifest],
+    failures: dict[str, str],
+) -> MemberManifest | str:
+    """The member's manifest (staged now, or by an earlier try for the same W and definition), or
+    why it failed (its own error's first lines, or its failed sources)."""
+    existing = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
+    if existing is not None:
+        logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
+        return existing
+    failed_sources = [source for source in member.sources if source in failures]
+    if failed_sources:
+        return f"not computed: its sources {failed_sources} failed"
+    try:
+        return _compute(spark, spec, group, member, captures, staged)
+    except Exception as error:  # a member's code may raise anything; keep the others going
+        logger.error("group=%s member=%s W=%s failed", group.name, member.name, spec.watermark, exc_info=True)
+        return first_lines(error)
 
 
 def _captures(spec: JobSpec, group: RefreshGroup) -> dict[str, TableCapture]:
