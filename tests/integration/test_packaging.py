@@ -3,6 +3,7 @@ a refresh through a Spark Connect server works from that fresh venv."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import textwrap
@@ -52,9 +53,13 @@ def test_a_plain_install_refreshes_through_spark_connect(pg_dsn: str, sqlite_cat
         conn.execute("INSERT INTO items SELECT generate_series(1, 5)")
     script = tmp_path / "refresh.py"
     script.write_text(SCRIPT)
+    # the fresh venv alone on PATH: make and CI put the development venv (with spark-submit) there
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith(("SPARK_", "PYSPARK_", "VIRTUAL_ENV", "PYTHONPATH"))}
+    environment["PATH"] = os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"])
     ran = subprocess.run(
         [str(venv / "bin/python"), str(script), pg_dsn, sqlite_catalog_uri, (tmp_path / "wh").as_uri(),
-         spark_connect_url], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+         spark_connect_url], capture_output=True, text=True, cwd=tmp_path, timeout=600, env=environment,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "SUBMIT: spark-submit is not installed here: install airflow-provider-streambed[spark-submit]" in ran.stdout
