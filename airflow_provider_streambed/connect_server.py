@@ -31,6 +31,7 @@ SERVER_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.timeType.enabled": "true",
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.adaptive.enabled": "true",
 }

@@ -70,8 +70,12 @@ class SlotError(SourceError):
     """The group's replication slot is missing, lost, busy or cannot be created."""
 
 
+class UnsupportedTypeError(SourceError):
+    """A mirrored column has a PostgreSQL type the type mapping does not carry (cast or drop it)."""
+
+
 class DecodeError(StreambedError):
-    """A pgoutput message could not be decoded."""
+    """A pgoutput message or a copied value could not be decoded into its column's type."""
 
 
 class SchemaChangeError(StreambedError):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import psycopg
 from pyiceberg.catalog import Catalog
 
+from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
@@ -77,6 +78,7 @@ def refresh_once(
     times: StepTimes | None = None,
     compact: str = "auto",
     spark_remote: str | None = None,
+    copy_parallelism: int = DEFAULT_COPY_PARALLELISM,
 ) -> RunResult:
     """Capture, refresh and publish one cut of ``group``; returns what the run did.
 
@@ -99,6 +101,7 @@ def refresh_once(
             ``"all"`` or ``"none"`` (see :mod:`~airflow_provider_streambed.refresh.compaction`).
         spark_remote: a Spark Connect URL (``sc://host:port``): run the refresh on that server
             instead of spark-submit (``master`` and ``spark_conf`` are then unused).
+        copy_parallelism: connections a bootstrap copy uses (large tables are split into ranges).
 
     Raises:
         StreambedError: a step failed. After a retryable error the run stays pinned and can be
@@ -119,7 +122,7 @@ def refresh_once(
 
     try:
         return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
-                    supersede_pending_runs, times, compact)
+                    supersede_pending_runs, times, compact, CopyOptions(copy_parallelism))
     except Exception as error:
         settle_failure(ledger, group.name, run_key, error, will_retry=True)
         raise
@@ -128,13 +131,15 @@ def refresh_once(
 def _run(
     group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str,
     compute: Callable[[JobSpec, str], None], explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
-    compact: str,
+    compact: str, copy: CopyOptions,
 ) -> RunResult:
     """The three steps of :func:`refresh_once`."""
     from airflow_provider_streambed.capture.run import capture_run
     from airflow_provider_streambed.capture.slot import advance_slot
     from airflow_provider_streambed.publish.cut import publish_cut
     from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
+    from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
+    from airflow_provider_streambed.refresh.plan import members_to_compute
 
     if (published := ledger.cut_for_run(group.name, run_key)) is not None:
         logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)
@@ -145,7 +150,7 @@ def _run(
     admit_run(ledger, group.name, run_key, supersede=supersede)
     with psycopg.connect(source_dsn) as conn:
         captured = capture_run(conn, group, ledger, run_key, warehouse_of(catalog),
-                               explicit_watermark=explicit_watermark)
+                               explicit_watermark=explicit_watermark, copy=copy)
     confirm_claim(ledger, group.name, run_key)
     times.capture = time.perf_counter() - started
     if isinstance(captured, UnchangedRun):
@@ -155,7 +160,8 @@ def _run(
     started = time.perf_counter()
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, compact)
     spec_uri = write_job_spec(spec)
-    if spec.computed_members():  # else every member is carried over: no Spark application
+    stage_unchanged_copies(spec)
+    if members_to_compute(spec):  # else every member is carried over or staged: no Spark application
         compute(spec, spec_uri)
     manifests = collect_member_manifests(spec)
     times.refresh = time.perf_counter() - started

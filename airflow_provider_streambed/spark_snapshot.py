@@ -21,11 +21,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.staging import SnapshotFiles
+from airflow_provider_streambed.staging import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
 
-#: Columns of an Iceberg position-delete file, and their reserved field ids.
-DELETE_FILE_PATH, DELETE_POS = "file_path", "pos"
-DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
+#: Spark 4.2 reads Parquet ``TIME`` columns (PostgreSQL ``time``) only with this setting on.
+TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 #: Columns :meth:`SnapshotScan.rows` adds with ``positions=True``: the row's file name and position.
 ROW_FILE, ROW_POS = "_row_file", "_row_pos"
 
@@ -62,13 +61,14 @@ class SnapshotScan:
     """The live rows of a snapshot's files (deletes applied), optionally with their positions.
 
     Args:
-        spark: the session.
+        spark: the session; :data:`TIME_TYPE_CONF` is turned on in it (a ``time`` column needs it).
         files: the snapshot's data and delete files; at least one data file.
     """
 
     def __init__(self, spark: SparkSession, files: SnapshotFiles) -> None:
         if not files.data:
             raise RefreshError("a snapshot scan needs at least one data file")
+        spark.conf.set(TIME_TYPE_CONF, "true")
         self.spark = spark
         self.files = files
         self._names = file_names(files.data) if files.deletes else {}

@@ -2,9 +2,10 @@
 
 **First run of a group.** The slot is created over a replication connection with
 ``EXPORT_SNAPSHOT`` (:func:`.slot.create_slot_with_snapshot`); its consistent point is ``L0``.
-Every mirrored table is copied (``COPY ... TO STDOUT``) in one ``REPEATABLE READ`` transaction
-that imports that snapshot, so the copy holds exactly the transactions with commit LSN < L0, and
-the slot decodes exactly those with commit LSN >= L0. W is pinned after the copy; extraction
+Every mirrored table is copied (:mod:`.copy`: binary ``COPY`` into Arrow through ADBC, over
+``copy_parallelism`` connections) in ``REPEATABLE READ`` transactions that all import that
+snapshot, so the copy holds exactly the transactions with commit LSN < L0, and the slot decodes
+exactly those with commit LSN >= L0. W is pinned after the copy; extraction
 then writes the changes of ``[L0, W)``. The merge applies them on top of the copy in commit order,
 idempotently (upsert by key, delete if present, truncate drops what came before), which gives:
 copy state at L0 + every transaction in [L0, W) in commit order = the state containing exactly the
@@ -13,10 +14,14 @@ already contains a change (see below), so exactness does not hinge on the snapsh
 
 **A mirror added to a group that already has cuts.** Its table is added to the publication
 (``ALTER PUBLICATION ... SET TABLE``, committed by :func:`.source.ensure_source`) and then copied
-in a ``REPEATABLE READ`` transaction started after that commit. Changes committed after the ALTER
+at a snapshot exported (``pg_export_snapshot()``) after that commit. Changes committed after the ALTER
 are decoded; those committed before it are in the copy; those committed between the ALTER and
 the copy's snapshot are in both, which the idempotent merge absorbs (an append-only mirror added
-this way may therefore see such rows twice). Copy rows are ``I`` with ``_commit_lsn`` 0.
+this way may therefore see such rows twice).
+
+The copy files have the mirror's columns only, typed as the changelog's are: the refresh takes
+them as the mirror's starting snapshot and applies the changes to it merge-on-read, and the
+first cut references them as data files (no second pass over the rows).
 
 A small record, ``_capture/bootstrap.json``, is written after the copies; a retried run whose
 slot still sits at the recorded consistent point reuses them instead of copying again.
@@ -24,36 +29,66 @@ slot still sits at the recorded consistent point reuses them instead of copying 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import sql
+from pyarrow import fs
 
-from airflow_provider_streambed.capture.changelog import DEFAULT_BATCH_ROWS, TableLog
-from airflow_provider_streambed.capture.extract import configure_decoding_session
-from airflow_provider_streambed.capture.names import quoted_table
-from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.capture.copy import (
+    COPY_PREFIX,
+    DEFAULT_PROGRESS_INTERVAL,
+    CopyRange,
+    TableProgress,
+    run_copies,
+    split_ranges,
+)
+from airflow_provider_streambed.capture.source import SourceTable, source_conninfo
 from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import SourceError
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.staging import OP_INSERT, join, read_json, write_json
+from airflow_provider_streambed.staging import join, read_json, write_json
 
 logger = logging.getLogger(__name__)
 
 MARKER_NAME = "bootstrap.json"
-#: ``_commit_lsn`` of copied rows: before every decoded change.
-COPY_COMMIT_LSN = 0
+DEFAULT_COPY_PARALLELISM = 2
+
+
+@dataclass(frozen=True, slots=True)
+class CopyOptions:
+    """How bootstrap copies run.
+
+    Attributes:
+        parallelism: copy connections (``copy_parallelism``); a large table is split into ctid
+            ranges copied concurrently, all at one snapshot.
+        progress_interval: seconds between progress lines of a long copy.
+        on_progress: called with a table's progress at every interval and at the end (gauges).
+    """
+
+    parallelism: int = DEFAULT_COPY_PARALLELISM
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL
+    on_progress: Callable[[TableProgress], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.parallelism < 1:
+            raise ValueError(f"copy_parallelism must be at least 1, not {self.parallelism}")
+        if self.progress_interval <= 0:
+            raise ValueError(f"the copy progress interval must be positive, not {self.progress_interval}")
 
 
 @dataclass(frozen=True, slots=True)
 class BootstrapCopy:
-    """The copy of one table: its files, row count and columns."""
+    """The copy of one table: its files (the mirror's columns only), row count, columns and bytes."""
 
     files: tuple[str, ...]
     rows: int
     columns: tuple[str, ...]
+    bytes: int = 0
 
 
 class BootstrapMarker(NamedTuple):
@@ -70,7 +105,7 @@ def read_marker(capture_dir: str) -> BootstrapMarker | None:
         return None
     point = None if data["consistent_point"] is None else Lsn.parse(data["consistent_point"])
     copies = {
-        member: BootstrapCopy(tuple(item["files"]), int(item["rows"]), tuple(item["columns"]))
+        member: BootstrapCopy(tuple(item["files"]), int(item["rows"]), tuple(item["columns"]), int(item["bytes"]))
         for member, item in data["tables"].items()
     }
     return BootstrapMarker(point, copies)
@@ -83,34 +118,49 @@ def write_marker(capture_dir: str, consistent_point: Lsn | None, copies: dict[st
         {
             "consistent_point": None if consistent_point is None else str(consistent_point),
             "tables": {
-                member: {"files": list(copy.files), "rows": copy.rows, "columns": list(copy.columns)}
+                member: {"files": list(copy.files), "rows": copy.rows, "columns": list(copy.columns),
+                         "bytes": copy.bytes}
                 for member, copy in copies.items()
             },
         },
     )
 
 
-def _copy_table(
-    conn: psycopg.Connection[Any], group: RefreshGroup, table: SourceTable, capture_dir: str, batch_rows: int
-) -> BootstrapCopy:
-    log = TableLog(
-        f"group {group.name!r}, member {table.member!r}, table {table.qualified_name!r}",
-        join(capture_dir, table.member), "bootstrap", table.layout, batch_rows,
-    )
-    schema, name = table.qualified_name.split(".", 1)
-    columns = sql.SQL(", ").join(sql.Identifier(column) for column in table.columns)
-    statement = sql.SQL("COPY (SELECT {} FROM {}) TO STDOUT").format(columns, quoted_table(schema, name))
-    with conn.cursor() as cursor, cursor.copy(statement) as copy:
-        copy.set_types(["text"] * len(table.columns))
-        rows: list[tuple[Any, ...]] = []
-        for row in copy.rows():
-            rows.append(row)
-            if len(rows) >= batch_rows:
-                log.add_rows(rows, OP_INSERT, COPY_COMMIT_LSN)
-                rows = []
-        log.add_rows(rows, OP_INSERT, COPY_COMMIT_LSN)
-    files = log.close()
-    return BootstrapCopy(files, log.changes, table.columns)
+@contextlib.contextmanager
+def exported_snapshot(conn: psycopg.Connection[Any]) -> Iterator[str]:
+    """Export a snapshot of now from ``conn`` (an autocommit connection), alive while the block runs."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+        assert row is not None
+        yield str(row[0])
+
+
+def _clear_copies(directory: str) -> None:
+    """Delete copy files of an earlier, unfinished attempt."""
+    filesystem, path = fs.FileSystem.from_uri(directory)
+    for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True)):
+        if info.type == fs.FileType.File and info.base_name.startswith(f"{COPY_PREFIX}-"):
+            filesystem.delete_file(info.path)
+
+
+def _plan(conn: psycopg.Connection[Any], tables: list[SourceTable], parallelism: int) -> tuple[
+        list[CopyRange], dict[str, int]]:
+    """The ranges to copy, largest first, and each table's row estimate (``pg_class.reltuples``)."""
+    ranges: list[CopyRange] = []
+    estimates: dict[str, int] = {}
+    for table in tables:
+        row = conn.execute(
+            "SELECT pg_relation_size(%s::oid) / current_setting('block_size')::int8, reltuples::int8 "
+            "FROM pg_class WHERE oid = %s::oid", (table.oid, table.oid),
+        ).fetchone()
+        if row is None:
+            raise SourceError(f"member {table.member!r}: table {table.qualified_name!r} was dropped")
+        blocks, estimate = int(row[0]), int(row[1])
+        ranges += split_ranges(table, blocks, parallelism)
+        estimates[table.member] = estimate
+    ranges.sort(key=lambda item: item.blocks, reverse=True)
+    return ranges, estimates
 
 
 def copy_tables(
@@ -118,34 +168,50 @@ def copy_tables(
     group: RefreshGroup,
     tables: list[SourceTable],
     capture_dir: str,
-    *,
+    options: CopyOptions,
     snapshot_name: str | None = None,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> dict[str, BootstrapCopy]:
-    """Copy ``tables`` in one REPEATABLE READ transaction, optionally at an exported snapshot.
+    """Copy ``tables`` at one snapshot: the one exported at the slot's consistent point, else a new one.
 
     Args:
-        conn: an autocommit connection to the source database.
+        conn: an autocommit connection to the source database; the copies connect like it.
         group: the refresh group.
         tables: the tables to copy.
-        capture_dir: the run's ``_capture`` directory URI; files go to ``<member>/bootstrap-*.parquet``.
+        capture_dir: the run's ``_capture`` directory URI; files go to ``<member>/copy-*.parquet``.
+        options: parallelism and progress reporting.
         snapshot_name: the snapshot exported at the slot's consistent point (first run).
-        batch_rows: rows per Parquet row group.
 
     Returns:
         The copies by member name.
     """
+    parallelism = options.parallelism
     began = time.monotonic()
-    configure_decoding_session(conn)
-    copies: dict[str, BootstrapCopy] = {}
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        if snapshot_name is not None:
-            conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
-        for table in tables:
-            copies[table.member] = _copy_table(conn, group, table, capture_dir, batch_rows)
+    directories = {table.member: join(capture_dir, table.member) for table in tables}
+    for directory in directories.values():
+        _clear_copies(directory)
+    with contextlib.ExitStack() as stack:
+        if snapshot_name is None:
+            snapshot_name = stack.enter_context(exported_snapshot(conn))
+        ranges, estimates = _plan(conn, tables, parallelism)
+        progress = {
+            table.member: TableProgress(table.member, table.qualified_name, estimates[table.member],
+                                        sum(1 for r in ranges if r.table.member == table.member))
+            for table in tables
+        }
+        outputs = run_copies(
+            source_conninfo(conn), snapshot_name, ranges, directories, progress, group=group.name,
+            parallelism=parallelism, progress_interval=options.progress_interval, on_progress=options.on_progress,
+        )
+    copies = {}
+    for table in tables:
+        mine = sorted((o for o in outputs if o.range.table.member == table.member), key=lambda o: o.range.index)
+        copies[table.member] = BootstrapCopy(
+            tuple(file for o in mine for file in o.files), sum(o.rows for o in mine), table.columns,
+            sum(o.bytes for o in mine),
+        )
     logger.info(
-        "group=%s: bootstrap copied %s in %.2f s", group.name,
+        "group=%s: bootstrap copied %s in %.2f s (copy_parallelism=%d)", group.name,
         ", ".join(f"{member}={copy.rows} rows" for member, copy in copies.items()), time.monotonic() - began,
+        parallelism,
     )
     return copies

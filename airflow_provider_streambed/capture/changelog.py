@@ -2,10 +2,10 @@
 
 Rows are buffered per table and written as one row group every ``batch_rows`` rows, so memory is
 bounded by the batch, never by a transaction or the WAL range. Each file has the row columns
-(typed from the Relation message, see :mod:`.types`) plus ``_commit_lsn`` (int64), ``_xid``
+(typed by :mod:`.typemap` from the Relation message's types) plus ``_commit_lsn`` (int64), ``_xid``
 (int64), ``_seq`` (int64, order inside the transaction) and ``_op`` (``I``/``U``/``D``/``T``).
 
-Unchanged-TOAST markers: every column whose type can be stored out of line (not fixed-width)
+Unchanged-TOAST markers: every column whose type can be stored out of line (varlena)
 always gets a boolean ``_toast_<column>``, true where the change left that value unchanged (the
 value itself is then null). Always having them keeps a table's schema stable across files and
 runs. A Relation message with a different column layout (``ALTER TABLE`` mid-range) closes the
@@ -23,20 +23,25 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 
 from airflow_provider_streambed.capture.pgoutput import UNCHANGED_TOAST, Column, Value
-from airflow_provider_streambed.capture.types import arrow_type, convert_column, may_be_toasted
+from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_INSERT, SEQ, TOAST_MARKER_PREFIX, XID, join
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BATCH_ROWS = 50_000
+#: Changelog files are ``<member>/changes-NNNNN.parquet`` under the run's ``_capture`` directory.
+CHANGES_PREFIX = "changes"
 
 
-def changelog_schema(layout: tuple[Column, ...]) -> pa.Schema:
-    """The Parquet schema of a table's changelog files for a column layout."""
-    fields = [pa.field(c.name, arrow_type(c.type_oid, c.type_modifier)) for c in layout]
+def changelog_schema(layout: tuple[Column, ...], types: tuple[PgType, ...]) -> pa.Schema:
+    """The Parquet schema of a table's changelog files for a column layout and its types."""
+    fields = [pa.field(c.name, t.arrow) for c, t in zip(layout, types, strict=True)]
     fields += [pa.field(COMMIT_LSN, pa.int64()), pa.field(XID, pa.int64()), pa.field(SEQ, pa.int64()),
                pa.field(OP, pa.string())]
-    fields += [pa.field(TOAST_MARKER_PREFIX + c.name, pa.bool_()) for c in layout if may_be_toasted(c.type_oid)]
+    fields += [
+        pa.field(TOAST_MARKER_PREFIX + c.name, pa.bool_())
+        for c, t in zip(layout, types, strict=True) if not t.fixed_width
+    ]
     return pa.schema(fields)
 
 
@@ -47,29 +52,27 @@ class TableLog:
     Attributes:
         where: ``group/member/table`` for error messages.
         directory: URI of the directory the files go to.
-        prefix: file name prefix (``changes`` or ``bootstrap``).
         layout: the current column layout.
+        types: the layout's column types.
     """
 
     where: str
     directory: str
-    prefix: str
     layout: tuple[Column, ...]
+    types: tuple[PgType, ...]
     batch_rows: int = DEFAULT_BATCH_ROWS
     files: list[str] = field(default_factory=list)
     changes: int = 0
-    _rows: list[Sequence[Value | str]] = field(default_factory=list)
+    _rows: list[Sequence[Value]] = field(default_factory=list)
     _meta: list[tuple[int, int, int, str]] = field(default_factory=list)
     _unchanged: list[tuple[int, int]] = field(default_factory=list)
     _writer: pq.ParquetWriter | None = None
 
-    def set_layout(self, layout: tuple[Column, ...]) -> None:
-        """Follow a Relation message: a changed layout starts a new file."""
-        if layout == self.layout:
-            return
+    def set_layout(self, layout: tuple[Column, ...], types: tuple[PgType, ...]) -> None:
+        """Follow a Relation message with a changed layout: the next rows go to a new file."""
         self.flush()
         self._close_writer()
-        self.layout = layout
+        self.layout, self.types = layout, types
 
     def add(self, op: str, values: list[Value], commit_lsn: int, xid: int, seq: int) -> None:
         """Buffer one change; ``values`` may hold None and UNCHANGED_TOAST (bytes otherwise)."""
@@ -90,24 +93,16 @@ class TableLog:
         if len(self._rows) >= self.batch_rows:
             self.flush()
 
-    def add_rows(self, rows: Sequence[Sequence[bytes | str | None]], op: str, commit_lsn: int) -> None:
-        """Buffer rows of one op at one commit LSN (bootstrap copies): xid 0, ``_seq`` = row number."""
-        start = self.changes + len(self._rows)
-        self._rows.extend(rows)
-        self._meta.extend((commit_lsn, 0, seq, op) for seq in range(start, start + len(rows)))
-        if len(self._rows) >= self.batch_rows:
-            self.flush()
-
     def flush(self) -> None:
         """Write the buffered rows as one row group."""
         if not self._rows:
             return
-        schema = changelog_schema(self.layout)
+        schema = changelog_schema(self.layout, self.types)
         count = len(self._rows)
         columns = list(zip(*self._rows, strict=True)) if self.layout else []
         arrays: list[pa.Array] = [
-            convert_column(values, c.type_oid, c.type_modifier, f"{self.where}, column {c.name!r}")
-            for values, c in zip(columns, self.layout, strict=True)
+            t.from_text(values, f"{self.where}, column {c.name!r}")
+            for values, c, t in zip(columns, self.layout, self.types, strict=True)
         ]
         lsns, xids, seqs, ops = zip(*self._meta, strict=True)
         arrays += [pa.array(lsns, pa.int64()), pa.array(xids, pa.int64()), pa.array(seqs, pa.int64()),
@@ -120,7 +115,7 @@ class TableLog:
         self._unchanged.clear()
 
     def _markers(self, count: int) -> list[pa.Array]:
-        toastable = [index for index, c in enumerate(self.layout) if may_be_toasted(c.type_oid)]
+        toastable = [index for index, t in enumerate(self.types) if not t.fixed_width]
         flags = {index: [False] * count for index in toastable}
         for row, index in self._unchanged:
             flags[index][row] = True
@@ -128,7 +123,7 @@ class TableLog:
 
     def _writer_for(self, schema: pa.Schema) -> pq.ParquetWriter:
         if self._writer is None:
-            uri = join(self.directory, f"{self.prefix}-{len(self.files):05d}.parquet")
+            uri = join(self.directory, f"{CHANGES_PREFIX}-{len(self.files):05d}.parquet")
             filesystem, path = fs.FileSystem.from_uri(uri)
             filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
             self._writer = pq.ParquetWriter(path, schema, filesystem=filesystem)
@@ -144,7 +139,7 @@ class TableLog:
         """Flush and close; a table without any change still gets one empty file (its schema)."""
         self.flush()
         if not self.files:
-            self._writer_for(changelog_schema(self.layout))
+            self._writer_for(changelog_schema(self.layout, self.types))
         self._close_writer()
         logger.debug("%s: wrote %d changes in %d files", self.where, self.changes, len(self.files))
         return tuple(self.files)

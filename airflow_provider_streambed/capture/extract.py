@@ -25,7 +25,7 @@ import gc
 import logging
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +47,7 @@ from airflow_provider_streambed.capture.pgoutput import (
     tuple_reader,
 )
 from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.capture.typemap import PgType, TypeResolver
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DecodeError
 from airflow_provider_streambed.lsn import Lsn
@@ -108,6 +109,8 @@ class ChangeStream:
         logs: the changelog writers by member name.
         start: keep commits at or after this LSN (the slot's confirmed position).
         watermark: keep commits before W.
+        column_types: types ``(where, (name, type OID, modifier) columns)`` of a Relation message
+            (:meth:`.typemap.TypeResolver.column_types`).
     """
 
     group: str
@@ -115,6 +118,7 @@ class ChangeStream:
     logs: dict[str, TableLog]
     start: Lsn
     watermark: Lsn
+    column_types: Callable[[str, Iterable[tuple[str, int, int]]], tuple[PgType, ...]]
     transactions: int = 0
     skipped: int = 0
     _targets: dict[int, _Target] = field(default_factory=dict)
@@ -182,7 +186,9 @@ class ChangeStream:
             self._targets.pop(relation.oid, None)
             return
         table, log = self.tables[member], self.logs[member]
-        log.set_layout(relation.columns)
+        if relation.columns != log.layout:
+            types = self.column_types(log.where, ((c.name, c.type_oid, c.type_modifier) for c in relation.columns))
+            log.set_layout(relation.columns, types)
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
         self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)))
@@ -254,11 +260,11 @@ def extract_changes(
     logs = {
         member: TableLog(
             f"group {group.name!r}, member {member!r}, table {table.qualified_name!r}",
-            join(capture_dir, member), "changes", table.layout, batch_rows,
+            join(capture_dir, member), table.layout, table.types, batch_rows,
         )
         for member, table in tables.items()
     }
-    stream = ChangeStream(group.name, tables, logs, start, watermark)
+    stream = ChangeStream(group.name, tables, logs, start, watermark, TypeResolver(conn).column_types)
     configure_decoding_session(conn)
     began = time.monotonic()
     messages = 0

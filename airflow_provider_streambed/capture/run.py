@@ -20,7 +20,13 @@ import psycopg
 from psycopg import pq
 from pyarrow import fs
 
-from airflow_provider_streambed.capture.bootstrap import BootstrapCopy, copy_tables, read_marker, write_marker
+from airflow_provider_streambed.capture.bootstrap import (
+    BootstrapCopy,
+    CopyOptions,
+    copy_tables,
+    read_marker,
+    write_marker,
+)
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.slot import (
@@ -72,6 +78,7 @@ class CaptureResult:
             "start": str(self.manifest.start),
             "transactions": self.manifest.transactions,
             "changes": sum(table.changes for table in self.manifest.tables),
+            "copied_rows": sum(table.copied_rows for table in self.manifest.tables),
             "tables": len(self.manifest.tables),
             "bootstrap": self.bootstrap,
             **self.holdback.summary(),
@@ -88,7 +95,7 @@ def _autocommit(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
 
 def _first_copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
-    stored: RunRecord | None,
+    stored: RunRecord | None, options: CopyOptions,
 ) -> dict[str, BootstrapCopy]:
     """The copies of a group's first run: reused when the slot is still where they were taken."""
     marker = read_marker(capture_dir)
@@ -107,13 +114,14 @@ def _first_copies(
         raise SlotError(f"group {group.name!r}: the slot vanished after W={stored.watermark} was pinned; {REMEDY}")
     check_slot_capacity(conn, group)
     with create_slot_with_snapshot(conn, group) as created:
-        copies = copy_tables(conn, group, list(tables.values()), capture_dir, snapshot_name=created.snapshot_name)
+        copies = copy_tables(conn, group, list(tables.values()), capture_dir, options, created.snapshot_name)
     write_marker(capture_dir, created.consistent_point, copies)
     return copies
 
 
 def _added_copies(
-    conn: psycopg.Connection[Any], group: RefreshGroup, tables: list[SourceTable], capture_dir: str
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: list[SourceTable], capture_dir: str,
+    options: CopyOptions,
 ) -> dict[str, BootstrapCopy]:
     """Copies of mirrors that have no previous cut (added to an existing group)."""
     if not tables:
@@ -121,7 +129,7 @@ def _added_copies(
     marker = read_marker(capture_dir)
     if marker is not None and {t.member for t in tables} <= set(marker.copies):
         return {t.member: marker.copies[t.member] for t in tables}
-    copies = copy_tables(conn, group, tables, capture_dir)
+    copies = copy_tables(conn, group, tables, capture_dir, options)
     write_marker(capture_dir, None, copies)
     return copies
 
@@ -150,15 +158,15 @@ def _existing_result(root: str, stored: RunRecord) -> CaptureResult | None:
 
 def _copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
-    stored: RunRecord | None, last: CutRecord | None,
+    stored: RunRecord | None, last: CutRecord | None, options: CopyOptions,
 ) -> dict[str, BootstrapCopy]:
     """The bootstrap copies this run needs: every table on the first run, else added members only."""
     if last is None:
-        return _first_copies(conn, group, tables, capture_dir, stored)
+        return _first_copies(conn, group, tables, capture_dir, stored, options)
     if check_slot(conn, group).confirmed_flush < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
     added = [table for member, table in tables.items() if member not in last.members]
-    return _added_copies(conn, group, added, capture_dir)
+    return _added_copies(conn, group, added, capture_dir, options)
 
 
 def _finish_unchanged(
@@ -187,7 +195,7 @@ def _finish_unchanged(
 def _table_captures(
     tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult
 ) -> tuple[TableCapture, ...]:
-    """Per member: its bootstrap copy (if any) followed by its extracted changelog files."""
+    """Per member: its extracted changelog files and its bootstrap copy (if any)."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -196,9 +204,10 @@ def _table_captures(
             source_table=table.qualified_name,
             columns=extracted.columns[member],
             key_columns=table.key_columns,
-            files=(copy.files if copy else ()) + extracted.files[member],
-            changes=(copy.rows if copy else 0) + extracted.changes[member],
-            bootstrap=copy is not None,
+            files=extracted.files[member],
+            changes=extracted.changes[member],
+            copy_files=copy.files if copy else (),
+            copied_rows=copy.rows if copy else 0,
         ))
     return tuple(captures)
 
@@ -215,6 +224,7 @@ def capture_run(
     flush_timeout_seconds: float = 30.0,
     wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
     dag_run: DagRunRef | None = None,
+    copy: CopyOptions | None = None,
 ) -> CaptureResult | UnchangedRun:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -229,6 +239,7 @@ def capture_run(
         flush_timeout_seconds: how long to wait for the WAL flush up to W.
         wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
         dag_run: the Airflow DAG run behind the run, recorded with its pin.
+        copy: how bootstrap copies run (parallelism, progress); defaults of :class:`CopyOptions`.
 
     Returns:
         The capture, or :class:`UnchangedRun` when W equals the last cut's W (no WAL since it).
@@ -255,7 +266,7 @@ def capture_run(
         return done
     tables = ensure_source(conn, group, create_slot=False)
     last = ledger.last_cut(group.name)
-    copies = _copies(conn, group, tables, capture_dir, stored, last)
+    copies = _copies(conn, group, tables, capture_dir, stored, last, copy or CopyOptions())
     status = check_slot(conn, group)
     warn_retention(group, status, wal_retention_warn_bytes)
     start = status.confirmed_flush

@@ -15,9 +15,9 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from airflow_provider_streambed.capture.names import slot_name
+from airflow_provider_streambed.capture.source import source_conninfo
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError
 from airflow_provider_streambed.lsn import Lsn
@@ -120,11 +120,7 @@ def replication_conninfo(conn: psycopg.Connection[Any]) -> str:
 
     Secret: never log the result.
     """
-    parameters = dict(conn.info.get_parameters())
-    if conn.info.password:
-        parameters["password"] = conn.info.password
-    parameters["replication"] = "database"
-    return make_conninfo("", **parameters)
+    return source_conninfo(conn, replication="database")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,11 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from airflow_provider_streambed.capture.names import mirror_table, publication_name, slot_name
 from airflow_provider_streambed.capture.pgoutput import Column
+from airflow_provider_streambed.capture.typemap import PgType, TypeResolver
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError, SourceError
 
@@ -53,6 +55,7 @@ class SourceTable:
         layout: live, non-generated columns in attribute order, as a Relation message lists them.
         key_columns: primary key, else replica identity index, else all columns under
             ``REPLICA IDENTITY FULL``; empty for an append-only table without any of these.
+        types: the layout's column types, as :mod:`.typemap` carries them.
     """
 
     member: str
@@ -60,11 +63,23 @@ class SourceTable:
     oid: int
     layout: tuple[Column, ...]
     key_columns: tuple[str, ...]
+    types: tuple[PgType, ...]
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The column names in source order."""
         return tuple(column.name for column in self.layout)
+
+
+def source_conninfo(conn: psycopg.Connection[Any], **overrides: str) -> str:
+    """The parameters of ``conn`` (password included) for another session to the source, with ``overrides``.
+
+    Secret: never log the result.
+    """
+    parameters = dict(conn.info.get_parameters())
+    if conn.info.password:
+        parameters["password"] = conn.info.password
+    return make_conninfo("", **{**parameters, **overrides})
 
 
 def check_server(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
@@ -91,12 +106,15 @@ def check_server(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
         )
 
 
-def describe_table(conn: psycopg.Connection[Any], group: RefreshGroup, mirror: Mirror) -> SourceTable:
+def describe_table(
+    conn: psycopg.Connection[Any], group: RefreshGroup, mirror: Mirror, resolver: TypeResolver | None = None
+) -> SourceTable:
     """The catalog description of a mirrored table, checking it exists and has a usable key.
 
     Raises:
         SourceError: the table is missing, or has no primary key nor usable replica identity
-            while the mirror is not append-only.
+            while the mirror is not append-only; UnsupportedTypeError for a column whose type
+            the type mapping does not carry.
     """
     row = conn.execute(_TABLE_QUERY, (mirror.schema, mirror.table)).fetchone()
     where = f"group {group.name!r}, member {mirror.name!r}"
@@ -122,7 +140,10 @@ def describe_table(conn: psycopg.Connection[Any], group: RefreshGroup, mirror: M
         Column(name, int(type_oid), int(modifier), name in key)
         for name, type_oid, modifier in zip(columns, types or (), modifiers or (), strict=True)
     )
-    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key)
+    types = (resolver or TypeResolver(conn)).column_types(
+        f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
+    )
+    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types)
 
 
 def sync_publication(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
@@ -183,10 +204,11 @@ def ensure_source(
         The mirrored tables by member name.
 
     Raises:
-        SourceError: a check failed (wal_level, rights, table, key); SlotError for slots.
+        SourceError: a check failed (wal_level, rights, table, key, column types); SlotError for slots.
     """
     check_server(conn, group)
-    tables = {m.name: describe_table(conn, group, m) for m in group.mirrors}
+    resolver = TypeResolver(conn)
+    tables = {m.name: describe_table(conn, group, m, resolver) for m in group.mirrors}
     sync_publication(conn, group)
     if create_slot and not slot_exists(conn, group):
         check_slot_capacity(conn, group)

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
 
@@ -79,6 +80,18 @@ def add_source_dsn_argument(parser: argparse.ArgumentParser) -> None:
     """``--source-dsn-env``: the environment variable holding the source DSN."""
     parser.add_argument("--source-dsn-env", default=DSN_VARIABLE,
                         help=f"environment variable holding the source DSN (default {DSN_VARIABLE})")
+
+
+def add_copy_parallelism_argument(parser: argparse.ArgumentParser) -> None:
+    """``--copy-parallelism``: connections a bootstrap copy uses."""
+    def positive(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+        return int(text)
+
+    parser.add_argument("--copy-parallelism", type=positive, default=DEFAULT_COPY_PARALLELISM, metavar="N",
+                        help="connections a bootstrap copy uses; large tables are split into ranges "
+                             f"(default {DEFAULT_COPY_PARALLELISM})")
 
 
 def source_dsn(args: argparse.Namespace) -> str | None:

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import psycopg
 
+from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.run import capture_run
 from airflow_provider_streambed.cli import (
     add_catalog_arguments,
+    add_copy_parallelism_argument,
     add_group_argument,
     add_source_dsn_argument,
     load_group,
@@ -41,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_dsn_argument(parser)
     parser.add_argument("--run-key", default=None, help="run key (default: a new one per call)")
     parser.add_argument("--watermark", default=None, help="explicit W as 'X/Y'")
+    add_copy_parallelism_argument(parser)
 
 
 def ledger_uri(args: argparse.Namespace) -> str:
@@ -71,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         run_key = args.run_key or make_run_key("cli", os.urandom(6).hex())
         watermark = Lsn.parse(args.watermark) if args.watermark else None
         with psycopg.connect(dsn, autocommit=True) as conn:
-            result = capture_run(conn, group, ledger, run_key, warehouse, explicit_watermark=watermark)
+            result = capture_run(conn, group, ledger, run_key, warehouse, explicit_watermark=watermark,
+                                 copy=CopyOptions(args.copy_parallelism))
     except (StreambedError, ValueError) as error:
         logger.error("%s", error)
         return 1

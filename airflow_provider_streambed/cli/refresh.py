@@ -11,6 +11,7 @@ import logging
 
 from airflow_provider_streambed.cli import (
     add_catalog_arguments,
+    add_copy_parallelism_argument,
     add_group_argument,
     add_source_dsn_argument,
     load_group,
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the refresh on this Spark Connect server instead of spark-submit")
     parser.add_argument("--watermark", default=None, help="pin this W explicitly, e.g. 0/16B3748")
     parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
+    add_copy_parallelism_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the cut as JSON")
 
 
@@ -52,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             spark_remote=args.spark_remote,
             explicit_watermark=Lsn.parse(args.watermark) if args.watermark else None,
             supersede_pending_runs=args.supersede_pending,
+            copy_parallelism=args.copy_parallelism,
         )
     except StreambedError as error:
         print(f"error: {error}")

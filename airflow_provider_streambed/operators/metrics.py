@@ -27,6 +27,15 @@ def emit_metrics(group: str, summary: dict[str, Any]) -> None:
         gauge(f"streambed.{group}.{figure}", summary[figure], tags={"group": group})
 
 
+def emit_copy_progress(group: str, member: str, copied_rows: int) -> None:
+    """Send a bootstrap copy's progress: gauge ``streambed.<group>.copied_rows``, tagged ``group`` and
+    ``member`` (and ``streambed.<group>.<member>.copied_rows`` for backends without tags)."""
+    from airflow.sdk.observability.stats import gauge
+
+    gauge(f"streambed.{group}.copied_rows", copied_rows, tags={"group": group, "member": member})
+    gauge(f"streambed.{group}.{member}.copied_rows", copied_rows, tags={"group": group, "member": member})
+
+
 def emit_freshness(ledger: Ledger, group: str) -> None:
     """Send the group's freshness as gauges of UNIX times, also after runs that found nothing new.
 

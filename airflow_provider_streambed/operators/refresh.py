@@ -112,25 +112,19 @@ class RefreshGroupOperator(StreambedBaseOperator):
     def applications(self, spec: JobSpec) -> list[list[str]]:
         """The member lists of the Spark applications to submit, in order.
 
-        None when every member is carried over (nothing changed for it); else one application for
-        all members to compute (``[[]]``, or this task's ``members``), or with
-        ``application_per_member`` one per member still to compute, sources first (members
-        already staged for W are not resubmitted).
+        None when no member is left to compute (every one carried over, or already staged for W:
+        by an earlier try, or a bootstrap copy adopted as is); else one application for all
+        members to compute (``[[]]``, or this task's ``members``), or with
+        ``application_per_member`` one per member still to compute, sources first.
         """
-        from airflow_provider_streambed.refresh.work import definition_digest
-        from airflow_provider_streambed.staging.members import staged_manifest
+        from airflow_provider_streambed.refresh.plan import members_to_compute
 
-        computed = set(spec.computed_members())
+        computed = set(members_to_compute(spec, self.members))
         if not computed:
             return []
         if not self.application_per_member:
             return [[name for name in self.members if name in computed]] if self.members else [[]]
-        return [
-            [member.name]
-            for member in self.group.topological_members()
-            if member.name in computed
-            and staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member)) is None
-        ]
+        return [[member.name] for member in self.group.topological_members() if member.name in computed]
 
     def check_spark_connection(self) -> Connection:
         """The Spark connection; a missing one is refused, since ``SparkSubmitHook`` would quietly submit to YARN.
@@ -186,6 +180,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
             job_application,
             write_job_spec,
         )
+        from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
         from airflow_provider_streambed.refresh.plan import spark_submit_executable
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
 
@@ -198,6 +193,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
         spec_uri = write_job_spec(spec)  # the whole run's spec: publish reads it
+        stage_unchanged_copies(spec)
         if self.members:
             spec = dataclasses.replace(spec, members=self.members)
             for name in self.members:

@@ -179,7 +179,8 @@ class _CutSnapshot(_OverwriteFiles):
 
 class ReplaceAll(_CutSnapshot):
     """A snapshot whose live files are exactly the added ones: every live data and delete file of
-    the parent is deleted (a whole rewrite of the member)."""
+    the parent is deleted (a whole rewrite of the member). The added files may include position
+    deletes over the added data files (a first cut that adopts a bootstrap copy)."""
 
     def __init__(
         self, transaction: Transaction, commit_uuid: uuid.UUID | None, snapshot_properties: dict[str, str], tag: str
@@ -195,22 +196,27 @@ class ReplaceAll(_CutSnapshot):
             self.delete_data_file(entry.data_file)
 
     def _manifests(self) -> list[ManifestFile]:
-        """Per spec, one data manifest with the added files and the parent's live data files (as
-        ``DELETED``), and one delete manifest with the parent's live delete files (as ``DELETED``).
+        """Per spec, one data manifest with the added data files and the parent's live data files (as
+        ``DELETED``), and one delete manifest with the added delete files and the parent's live
+        delete files (as ``DELETED``).
 
         One data manifest instead of pyiceberg's two (added, deleted) saves an Avro write per
         member; mixed entries in one manifest are what Iceberg's Java manifest merging writes too.
         """
-        added = (self._transaction.table_metadata.spec().spec_id, ManifestContent.DATA)
+        spec_id = self._transaction.table_metadata.spec().spec_id
+        added = {
+            (spec_id, ManifestContent.DATA): self._added_entries(DataFileContent.DATA),
+            (spec_id, ManifestContent.DELETES): self._added_entries(DataFileContent.POSITION_DELETES),
+        }
         deleted: dict[tuple[int, ManifestContent], list[ManifestEntry]] = defaultdict(list)
         for entry in self._parent_entries:
             data = entry.data_file.content == DataFileContent.DATA
             deleted[(entry.data_file.spec_id, ManifestContent.DATA if data else ManifestContent.DELETES)].append(entry)
-        if self._added_data_files:
-            deleted.setdefault(added, [])
+        for key, entries in added.items():
+            if entries:
+                deleted.setdefault(key, [])
         return [
-            self._write_manifest(spec, content, self._added_entries(DataFileContent.DATA) if (spec, content) == added
-                                 else [], entries)
+            self._write_manifest(spec, content, added.get((spec, content), []), entries)
             for (spec, content), entries in sorted(deleted.items())
         ]
 

@@ -24,6 +24,8 @@ from datetime import datetime
 from typing import TypeVar
 from urllib.parse import urlparse
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyarrow import fs
 from pyiceberg.catalog import Catalog, MetastoreCatalog
@@ -50,7 +52,7 @@ from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
-from airflow_provider_streambed.staging import MemberManifest
+from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
 
 logger = logging.getLogger(__name__)
 
@@ -209,27 +211,56 @@ class MemberFiles:
 def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> MemberFiles:
     """Move a member's staged files into its table's ``data/<run key>/``; returns the new URIs.
 
-    Idempotent: a file already moved by an earlier attempt of the same run is found in place.
+    Position deletes of a whole output name its own data files (an adopted bootstrap copy): they
+    are rewritten with the files' new paths (Iceberg's ``rewrite_table_path`` does the same),
+    the others name files of the previous snapshot, which do not move. Idempotent: a file already
+    moved by an earlier attempt of the same run is found in place.
     """
     target_dir = run_data_dir(plan.table.metadata.location, run_key)
 
-    def move(source: str) -> str:
-        target = f"{target_dir}/{source.rsplit('/', 1)[-1]}"
+    def target_of(source: str) -> str:
+        return f"{target_dir}/{source.rsplit('/', 1)[-1]}"
+
+    def move(source: str, write: Callable[[str, str], None] | None = None) -> str:
+        target = target_of(source)
         filesystem, source_path = fs.FileSystem.from_uri(source)
         target_path = fs.FileSystem.from_uri(target)[1]
         if filesystem.get_file_info(source_path).type != fs.FileType.NotFound:
             filesystem.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
+            if write is not None:
+                write(source, target)
             with contextlib.suppress(OSError):  # a concurrent publisher of the same run moved it first
-                filesystem.move(source_path, target_path)
+                filesystem.move(source_path, target_path) if write is None else filesystem.delete_file(source_path)
         if filesystem.get_file_info(target_path).type == fs.FileType.NotFound:
             raise PublishError(f"member {plan.member!r}: staged file {source} is missing (not published either)")
         return target
 
-    return MemberFiles(
-        tuple(move(file) for file in manifest.files),
-        tuple(move(file) for file in manifest.delete_files),
-        manifest.incremental,
-    )
+    data = tuple(move(file) for file in manifest.files)
+    if manifest.incremental or not manifest.delete_files:
+        deletes = tuple(move(file) for file in manifest.delete_files)
+    else:
+        moved = dict(zip(manifest.files, data, strict=True))
+        deletes = tuple(move(file, lambda source, target: relocate_deletes(source, target, moved))
+                        for file in manifest.delete_files)
+    return MemberFiles(data, deletes, manifest.incremental)
+
+
+def relocate_deletes(source: str, target: str, moved: dict[str, str]) -> None:
+    """Write the position-delete file ``source`` to ``target`` with each ``file_path`` in ``moved``
+    replaced by its new path (field ids kept); written under a temporary name, then renamed."""
+    filesystem, source_path = fs.FileSystem.from_uri(source)
+    with filesystem.open_input_file(source_path) as stream:
+        table = pq.read_table(stream)
+    paths = table.column(DELETE_FILE_PATH)
+    found = pc.index_in(paths, value_set=pa.array(list(moved), pa.string()))
+    relocated = pc.coalesce(pa.array(list(moved.values()), pa.string()).take(found), paths)
+    table = table.set_column(table.schema.get_field_index(DELETE_FILE_PATH),
+                             table.schema.field(DELETE_FILE_PATH), relocated)
+    target_path = fs.FileSystem.from_uri(target)[1]
+    partial = f"{target_path}.partial"
+    with filesystem.open_output_stream(partial) as stream:
+        pq.write_table(table, stream)
+    filesystem.move(partial, target_path)
 
 
 def position_delete_file(io: FileIO, uri: str) -> DataFile:

@@ -28,6 +28,7 @@ from airflow_provider_streambed.refresh.members import (
 )
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
 from airflow_provider_streambed.refresh.work import definition_digest
+from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
     CaptureManifest,
     JobSpec,
@@ -51,7 +52,22 @@ MIRROR_THREADS = 4
 REQUIRED_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.session.timeZone": "UTC",
+    TIME_TYPE_CONF: "true",
 }
+
+
+def share_session(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of this thread's JVM thread (classic Spark; Connect does it per request).
+
+    A Python thread's Spark calls run on a JVM thread of their own, where no session is active,
+    and Spark 4.2 reads some settings from the thread's active session only: without this, a
+    ``time`` column fails with ``UNSUPPORTED_TIME_TYPE`` in a thread whatever the session says.
+    Private API (``_jvm``, ``_jsparkSession``): no public one sets the JVM's active session;
+    ``tests/integration/refresh/test_threads.py`` checks the upstream behaviour it works around.
+    """
+    session = getattr(spark, "_jsparkSession", None)
+    if session is not None:
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)  # type: ignore[union-attr]
 
 
 def check_spec(spec: JobSpec, group: RefreshGroup) -> None:
@@ -94,6 +110,7 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     failures: dict[str, str] = {}
 
     def attempt(member: Member) -> None:
+        share_session(spark)
         outcome = _attempt(spark, spec, group, member, captures, staged, failures)
         if isinstance(outcome, str):
             failures[member.name] = outcome
@@ -165,21 +182,13 @@ def _compute(
         capture = captures.get(member.name.lower())
         if capture is None:
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
-        output = merge_mirror(
-            spark,
-            MirrorInput(
-                group=group.name,
-                member=member,
-                capture=capture,
-                previous=spec.previous_snapshot(member.name),
-                previous_key_columns=spec.previous_key_columns.get(member.name, ()),
-                previous_watermark=spec.prev_watermark,
-                rewrite=spec.rewrite.get(member.name, ""),
-            ),
-        )
+        source = mirror_input(spec, group, member, capture)
+        output = merge_mirror(spark, source)
+        adopted = source.previous.data if capture.bootstrap and output.incremental else ()
         return stage_member_output(
             output.rows, spec.staging_root, member.name, spec.watermark, capture.key_columns, definition,
-            incremental=output.incremental, deletes=output.deletes, reason=output.reason,
+            incremental=output.incremental and not adopted, deletes=output.deletes,
+            reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
         )
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
     if isinstance(member, SqlMember):
@@ -189,6 +198,23 @@ def _compute(
     context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
     frame = compute_python_member(spark, group, member, sources, context)
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
+
+
+def mirror_input(spec: JobSpec, group: RefreshGroup, member: Mirror, capture: TableCapture) -> MirrorInput:
+    """What the mirror's merge reads. A mirror copied this run starts from its copy, taken as the
+    previous snapshot: the copy's files become the mirror's first data files as they are (the
+    changes delete their changed rows by position) unless the mirror must be written whole."""
+    if capture.bootstrap:
+        return MirrorInput(group.name, member, capture, SnapshotFiles(capture.copy_files))
+    return MirrorInput(
+        group=group.name,
+        member=member,
+        capture=capture,
+        previous=spec.previous_snapshot(member.name),
+        previous_key_columns=spec.previous_key_columns.get(member.name, ()),
+        previous_watermark=spec.prev_watermark,
+        rewrite=spec.rewrite.get(member.name, ""),
+    )
 
 
 def _source_files(

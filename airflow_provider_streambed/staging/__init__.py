@@ -3,8 +3,8 @@
 Everything a run produces lives under its staging root
 ``<warehouse>/_streambed/<group>/<run key>/``:
 
-- ``_capture/<member>/*.parquet``: changelog segments of each mirrored table (capture step),
-  and ``_capture/manifest.json`` (:class:`CaptureManifest`), written last.
+- ``_capture/<member>/*.parquet``: changelog segments of each mirrored table and its bootstrap
+  copy, if any (capture step), and ``_capture/manifest.json`` (:class:`CaptureManifest`), written last.
 - ``_job/spec.json``: the Spark job spec (:class:`JobSpec`), written by whoever submits the job.
 - ``<member>/*.parquet`` and ``<member>/_manifest.json`` (:class:`MemberManifest`), written last
   by the refresh step; publish reads only members whose manifest exists.
@@ -56,6 +56,9 @@ from airflow_provider_streambed.staging.paths import (
     staging_root,
 )
 from airflow_provider_streambed.staging.records import (
+    DELETE_FIELD_IDS,
+    DELETE_FILE_PATH,
+    DELETE_POS,
     CaptureManifest,
     JobSpec,
     MemberManifest,
@@ -67,6 +70,9 @@ __all__ = [
     "CAPTURE_DIR",
     "COMMIT_LSN",
     "DATA_DIR",
+    "DELETE_FIELD_IDS",
+    "DELETE_FILE_PATH",
+    "DELETE_POS",
     "ERROR_MARKER",
     "JOB_SPEC_PATH",
     "MANIFEST_NAME",

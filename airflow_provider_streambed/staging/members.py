@@ -65,14 +65,16 @@ def stage_member_output(
     incremental: bool = False,
     deletes: DataFrame | None = None,
     reason: str = "",
+    adopted: tuple[str, ...] = (),
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
     Without ``incremental`` the files are the member's whole table; with it they are added to its
     previous snapshot (files without rows are left out), and ``deletes`` (position-delete rows,
-    ``file_path`` and ``pos``) remove rows of that snapshot. ``reason`` says why the output is
-    whole or incremental. A stale manifest (another W) is removed first, so a crash while writing
-    never leaves a manifest that names files of another W.
+    ``file_path`` and ``pos``) remove rows of that snapshot. ``adopted`` files (a bootstrap copy)
+    belong to the whole table along with ``frame``'s, and ``deletes`` remove rows of them.
+    ``reason`` says why the output is whole or incremental. A stale manifest (another W) is
+    removed first, so a crash while writing never leaves a manifest that names files of another W.
     """
     manifest_uri = member_manifest_uri(root, member)
     filesystem, manifest_path = fs.FileSystem.from_uri(manifest_uri)
@@ -80,11 +82,13 @@ def stage_member_output(
         filesystem.delete_file(manifest_path)
     data_uri = join(member_dir(root, member), DATA_DIR)
     frame.write.mode("overwrite").parquet(data_uri)
-    files, rows = _list_parquet(data_uri, keep_empty=not incremental)
+    files, rows = _list_parquet(data_uri, keep_empty=not incremental and not adopted)
+    if adopted:
+        files, rows = adopted + files, rows + _row_count(adopted)
     delete_files: tuple[str, ...] = ()
     deleted = 0
     deletes_uri = join(member_dir(root, member), DELETES_DIR)
-    if incremental and deletes is not None:
+    if (incremental or adopted) and deletes is not None:
         ordered = deletes.repartition(1).sortWithinPartitions(*deletes.columns)
         ordered.write.mode("overwrite").parquet(deletes_uri)
         delete_files, deleted = _list_parquet(deletes_uri, keep_empty=False)
@@ -119,12 +123,19 @@ def _list_parquet(directory_uri: str, keep_empty: bool) -> tuple[tuple[str, ...]
         for info in infos
         if info.type == fs.FileType.File and info.base_name.endswith(".parquet") and info.base_name[0] not in "._"
     )
-    counted = []
-    for name in names:
-        with filesystem.open_input_file(f"{path}/{name}") as stream:
-            counted.append((name, pq.ParquetFile(stream).metadata.num_rows))
+    counted = [(name, _row_count((join(directory_uri, name),))) for name in names]
     kept = [(name, rows) for name, rows in counted if rows or keep_empty]
     return tuple(join(directory_uri, name) for name, _ in kept), sum(rows for _, rows in kept)
+
+
+def _row_count(uris: tuple[str, ...]) -> int:
+    """Rows over the Parquet files ``uris`` (read from their footers)."""
+    total = 0
+    for uri in uris:
+        filesystem, path = fs.FileSystem.from_uri(uri)
+        with filesystem.open_input_file(path) as stream:
+            total += pq.ParquetFile(stream).metadata.num_rows
+    return total
 
 
 def collect_member_manifests(spec: JobSpec) -> dict[str, MemberManifest]:

@@ -11,6 +11,10 @@ from typing import Any
 
 from airflow_provider_streambed.lsn import Lsn
 
+#: Columns of an Iceberg position-delete file, and their reserved field ids.
+DELETE_FILE_PATH, DELETE_POS = "file_path", "pos"
+DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
+
 
 @dataclass(frozen=True, slots=True)
 class TableCapture:
@@ -23,8 +27,10 @@ class TableCapture:
         key_columns: the primary key (or replica identity) columns; empty when append-only.
         files: changelog segment URIs (Parquet), at least one (an empty file carries the schema).
         changes: number of row changes in ``files``.
-        bootstrap: the files start with a full copy of the table (ops ``I``), taken after the
-            slot's consistent point; the later changes must be applied idempotently.
+        copy_files: a bootstrap copy of the table (Parquet of the mirror's columns only, typed as
+            the changelog), taken at a snapshot that the changes may overlap: they must be applied
+            to it idempotently. Empty: no copy this run.
+        copied_rows: rows in ``copy_files``.
     """
 
     member: str
@@ -33,12 +39,19 @@ class TableCapture:
     key_columns: tuple[str, ...]
     files: tuple[str, ...]
     changes: int
-    bootstrap: bool = False
+    copy_files: tuple[str, ...] = ()
+    copied_rows: int = 0
+
+    @property
+    def bootstrap(self) -> bool:
+        """Whether the run copied the table."""
+        return bool(self.copy_files)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TableCapture:
         """Inverse of ``dataclasses.asdict``."""
-        return cls(**{**data, **{k: tuple(data[k]) for k in ("columns", "key_columns", "files")}})
+        data = {key: value for key, value in data.items() if key != "bootstrap"}  # a field of older releases
+        return cls(**{**data, **{k: tuple(data.get(k, ())) for k in ("columns", "key_columns", "files", "copy_files")}})
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +107,7 @@ class SnapshotFiles:
     def then(self, manifest: MemberManifest) -> SnapshotFiles:
         """The files of the snapshot that publishing ``manifest`` on top of this one makes."""
         if not manifest.incremental:
-            return SnapshotFiles(manifest.files)
+            return SnapshotFiles(manifest.files, manifest.delete_files)
         return SnapshotFiles(self.data + manifest.files, self.deletes + manifest.delete_files)
 
 
@@ -110,11 +123,13 @@ class MemberManifest:
         key_columns: the member's key (mirrors), empty otherwise.
         written_at: ISO-8601 UTC time the manifest was written.
         definition: digest of the member declaration the output was computed from (empty: unknown).
-        incremental: ``False``: ``files`` are the member's whole table. ``True`` (a mirror's
-            merge-on-read output): ``files`` hold the new images of changed keys and are added to
-            the member's previous snapshot, whose changed and deleted rows ``delete_files`` remove.
+        incremental: ``False``: ``files`` are the member's whole table, less the rows
+            ``delete_files`` name (a mirror's first cut that adopts its bootstrap copy). ``True`` (a
+            mirror's merge-on-read output): ``files`` hold the new images of changed keys and are
+            added to the member's previous snapshot, whose changed and deleted rows ``delete_files``
+            remove.
         delete_files: Iceberg position-delete files (``file_path``, ``pos``) over the previous
-            snapshot's data files.
+            snapshot's data files (``incremental``) or over ``files``.
         deleted_rows: rows over all delete files.
         reason: why the output is whole or incremental (for logs), e.g. ``compaction: ...``.
     """

@@ -48,10 +48,23 @@ def make_group(*tables: str, name: str = "g", append_only: tuple[str, ...] = ())
     return RefreshGroup(name=name, source_conn_id="src", catalog_conn_id="cat", namespace="ns", members=members)
 
 
+def read_copy(manifest: CaptureManifest, member: str) -> pa.Table:
+    """The bootstrap copy of ``member`` (its columns only)."""
+    table = next(t for t in manifest.tables if t.member == member)
+    return pa.concat_tables([pq.read_table(uri.removeprefix("file://")) for uri in table.copy_files])
+
+
 def read_changes(manifest: CaptureManifest, member: str) -> pa.Table:
-    """All changelog rows of ``member``, in file order."""
+    """The rows of ``member``'s copy (as inserts before every change, if copied), then its changelog rows."""
     table = next(t for t in manifest.tables if t.member == member)
     parts = [pq.read_table(uri.removeprefix("file://")) for uri in table.files]
+    if table.copy_files:
+        copied = read_copy(manifest, member)
+        count = copied.num_rows
+        parts.insert(0, copied.append_column(COMMIT_LSN, pa.array([0] * count, pa.int64()))
+                     .append_column(XID, pa.array([0] * count, pa.int64()))
+                     .append_column(SEQ, pa.array(range(count), pa.int64()))
+                     .append_column(OP, pa.array(["I"] * count, pa.string())))
     return pa.concat_tables(parts, promote_options="default")
 
 

@@ -77,14 +77,14 @@ class TableModel:
         self._log("T", {})
 
     def copy_rows(self) -> None:
-        """Log the current rows as a bootstrap copy (ops ``I`` at commit LSN 0)."""
+        """Log the current rows as inserts at commit LSN 0, before every change (a copy in the changelog)."""
         for row in self.rows.values():
             self._log("I", row, lsn=0)
 
     def truth(self) -> list[Row]:
         return [self.rows[key] for key in sorted(self.rows)]
 
-    def flush(self, directory: Path, member: str, bootstrap: bool = False, segments: int = 2) -> TableCapture:
+    def flush(self, directory: Path, member: str, segments: int = 2) -> TableCapture:
         """Write the pending changelog rows as Parquet segments and return their capture record."""
         directory.mkdir(parents=True, exist_ok=True)
         fields = [
@@ -111,7 +111,6 @@ class TableModel:
             key_columns=self.key,
             files=tuple(files),
             changes=changes,
-            bootstrap=bootstrap,
         )
 
 

@@ -189,5 +189,6 @@ def test_refresh_matches_postgres_at_w_over_published_cuts(
             advance_slot(conn, GROUP, captured.watermark)
             conn.execute("UPDATE regions SET name = name || '+' WHERE region = %s", (rng.choice("ab"),))
     assert seen["T"] == 1 and seen["toast"] > 0 and seen["D"] > 0 and seen["U"] > 0, seen
-    assert reasons[:5] == ["first cut", "merge-on-read", "merge-on-read", "truncated", "merge-on-read"], reasons
+    adopted = "bootstrap copy adopted, changes merged on read"
+    assert reasons[:5] == [adopted, "merge-on-read", "merge-on-read", "truncated", "merge-on-read"], reasons
     assert reasons[5].startswith("compaction: ") and not current.table("accounts").scan().plan_files()[0].delete_files

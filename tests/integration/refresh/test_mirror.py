@@ -44,7 +44,7 @@ def test_mirror_follows_random_changes_over_cuts(spark: SparkSession, tmp_path: 
                 model.commit()
                 random_changes(model, rng, 10)
         run_key = f"run{cut}"
-        capture = model.flush(capture_dir(tmp_path, GROUP, run_key, "accounts"), "accounts", bootstrap=cut == 1)
+        capture = model.flush(capture_dir(tmp_path, GROUP, run_key, "accounts"), "accounts")
         watermark = Lsn(model.lsn)
         spec = stage_spec(tmp_path, GROUP, run_key, watermark, [capture], previous, prev_w, cut)
         staged = run_job(spark, spec)["accounts"]
@@ -148,7 +148,7 @@ def test_changes_the_previous_cut_holds_are_not_applied_twice(spark: SparkSessio
     for ident in range(1, 6):
         model.insert(account_row(rng, "a", ident))
         model.commit()
-    first = model.flush(capture_dir(tmp_path, group, "run1", "accounts"), "accounts", bootstrap=True)
+    first = model.flush(capture_dir(tmp_path, group, "run1", "accounts"), "accounts")
     w1 = Lsn(model.lsn)
     previous = advance(None, run_job(spark, stage_spec(tmp_path, group, "run1", w1, [first])))
     for ident in range(6, 9):

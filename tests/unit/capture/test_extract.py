@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ from airflow_provider_streambed.capture.changelog import TableLog
 from airflow_provider_streambed.capture.extract import ChangeStream
 from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.exceptions import DecodeError
 from airflow_provider_streambed.lsn import Lsn
 
@@ -52,10 +54,16 @@ def insert(*values: bytes | None) -> bytes:
     return b"I" + struct.pack(">I", OID) + b"N" + tup(*values)
 
 
+def builtin_types(where: str, columns: Iterable[tuple[str, int, int]]) -> tuple[PgType, ...]:
+    """Built-in types only (the real resolver asks the source's catalog)."""
+    return tuple(PgType.builtin(oid, modifier) for _, oid, modifier in columns)
+
+
 def stream(tmp_path: Path, start: int = 100, watermark: int = 1000) -> ChangeStream:
-    table = SourceTable("t", "public.t", OID, LAYOUT, ("id",))
-    log = TableLog("t", (tmp_path / "t").as_uri(), "changes", LAYOUT, batch_rows=2)
-    return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark))
+    types = builtin_types("t", ((c.name, c.type_oid, c.type_modifier) for c in LAYOUT))
+    table = SourceTable("t", "public.t", OID, LAYOUT, ("id",), types)
+    log = TableLog("t", (tmp_path / "t").as_uri(), LAYOUT, types, batch_rows=2)
+    return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark), builtin_types)
 
 
 def rows(changes: ChangeStream) -> list[dict[str, object]]:

@@ -21,7 +21,7 @@ COLUMNS = {"accounts": ("id", "balance"), "transfers": ("id", "src", "dst", "amo
 
 def capture(member: str, changes: int = 0, bootstrap: bool = False, columns: tuple[str, ...] = ()) -> TableCapture:
     return TableCapture(member, f"public.{member}", columns or COLUMNS[member], ("id",), ("f.parquet",), changes,
-                        bootstrap)
+                        ("copy-000-000.parquet",) if bootstrap else ())
 
 
 def previous(**overrides: PreviousMember) -> dict[str, PreviousMember]:
