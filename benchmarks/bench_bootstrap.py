@@ -142,11 +142,17 @@ class Writer(threading.Thread):
 
 
 def warm_up(cluster: ThrowawayCluster, directory: Path, remote: str) -> None:
-    """Bootstrap a small table on the Connect server first: a warm server has run jobs before."""
+    """Bootstrap a small table under the writer on the Connect server first (its changes make a Spark
+    job): a warm server has run jobs before."""
     dsn = cluster.dsn(cluster.create_database("warm"))
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(LOAD.replace("%s", "100000"))
-    run_child("whole", dsn, directory, "warm", 1, remote)
+    writer = Writer(dsn, 100_000)
+    writer.start()
+    try:
+        run_child("whole", dsn, directory, "warm", 1, remote)
+    finally:
+        writer.stop()
 
 
 def main() -> None:

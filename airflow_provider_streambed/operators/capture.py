@@ -60,7 +60,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
             (also when the run was triggered with the Param ``supersede_pending_runs`` set).
         copy_parallelism: connections a bootstrap copy uses; tables over 64 MiB are split into
             ctid ranges copied concurrently at one snapshot. Progress is logged every 10 s and sent
-            as the gauge ``streambed.<group>.copied_rows``.
+            as the gauge ``streambed.<group>.<member>.copied_rows``.
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")

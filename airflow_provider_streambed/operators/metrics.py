@@ -28,11 +28,10 @@ def emit_metrics(group: str, summary: dict[str, Any]) -> None:
 
 
 def emit_copy_progress(group: str, member: str, copied_rows: int) -> None:
-    """Send a bootstrap copy's progress: gauge ``streambed.<group>.copied_rows``, tagged ``group`` and
-    ``member`` (and ``streambed.<group>.<member>.copied_rows`` for backends without tags)."""
+    """Send a bootstrap copy's progress: gauge ``streambed.<group>.<member>.copied_rows`` (the member
+    in the name, for backends without tags), tagged ``group`` and ``member``."""
     from airflow.sdk.observability.stats import gauge
 
-    gauge(f"streambed.{group}.copied_rows", copied_rows, tags={"group": group, "member": member})
     gauge(f"streambed.{group}.{member}.copied_rows", copied_rows, tags={"group": group, "member": member})
 
 

@@ -12,7 +12,7 @@ from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
 
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.operators.metrics import emit_freshness, emit_metrics
+from airflow_provider_streambed.operators.metrics import emit_copy_progress, emit_freshness, emit_metrics
 
 SUMMARY = {"holdback_count": 2, "holdback_oldest_age_seconds": 75.5, "transactions": 12, "changes": 340,
            "watermark": "0/16B3748", "holdback_probe_failed": False}
@@ -59,3 +59,8 @@ def test_freshness_is_sent_after_an_unchanged_run(statsd_socket: socket.socket, 
     assert float(received["airflow.streambed.bank.source_checked_at"]) == unchanged.pinned_at.timestamp()
     assert float(received["airflow.streambed.bank.last_cut_published_at"]) == cut.published_at.timestamp()
     assert unchanged.pinned_at > cut.published_at
+
+
+def test_copy_progress_is_a_gauge_per_member(statsd_socket: socket.socket) -> None:
+    emit_copy_progress("bank", "transfers", 1_250_000)
+    assert statsd_socket.recv(512).decode() == "airflow.streambed.bank.transfers.copied_rows:1250000|g"
