@@ -43,6 +43,7 @@ from airflow_provider_streambed.capture.copy import (
     COPY_PREFIX,
     DEFAULT_PROGRESS_INTERVAL,
     CopyRange,
+    RangeOutput,
     TableProgress,
     run_copies,
     split_ranges,
@@ -99,9 +100,12 @@ class BootstrapMarker(NamedTuple):
 
 
 def read_marker(capture_dir: str) -> BootstrapMarker | None:
-    """The recorded copies of a run, or ``None``."""
+    """The recorded copies of a run, or ``None`` (also for copies of an older release's format)."""
     data = read_json(join(capture_dir, MARKER_NAME))
-    if data is None:
+    if data is None or any(  # an older release's copies were changelog files: copy again
+        not uri.rsplit("/", 1)[-1].startswith(f"{COPY_PREFIX}-") for item in data["tables"].values()
+        for uri in item["files"]
+    ):
         return None
     point = None if data["consistent_point"] is None else Lsn.parse(data["consistent_point"])
     copies = {
@@ -131,6 +135,7 @@ def exported_snapshot(conn: psycopg.Connection[Any]) -> Iterator[str]:
     """Export a snapshot of now from ``conn`` (an autocommit connection), alive while the block runs."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")  # idle while the copies run
         row = conn.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         yield str(row[0])
@@ -161,6 +166,18 @@ def _plan(conn: psycopg.Connection[Any], tables: list[SourceTable], parallelism:
         estimates[table.member] = estimate
     ranges.sort(key=lambda item: item.blocks, reverse=True)
     return ranges, estimates
+
+
+def _kept(outputs: list[RangeOutput]) -> list[RangeOutput]:
+    """The ranges whose files become the copy: those with rows (their empty files are deleted), or
+    the first range when the table is empty (its file carries the schema)."""
+    kept = [output for output in outputs if output.rows] or outputs[:1]
+    for output in outputs:
+        if output not in kept:
+            for uri in output.files:
+                filesystem, path = fs.FileSystem.from_uri(uri)
+                filesystem.delete_file(path)
+    return kept
 
 
 def copy_tables(
@@ -204,7 +221,8 @@ def copy_tables(
         )
     copies = {}
     for table in tables:
-        mine = sorted((o for o in outputs if o.range.table.member == table.member), key=lambda o: o.range.index)
+        mine = _kept(sorted((o for o in outputs if o.range.table.member == table.member),
+                            key=lambda o: o.range.index))
         copies[table.member] = BootstrapCopy(
             tuple(file for o in mine for file in o.files), sum(o.rows for o in mine), table.columns,
             sum(o.bytes for o in mine),

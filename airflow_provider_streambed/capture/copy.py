@@ -59,6 +59,7 @@ DICTIONARY_PAGE_BYTES = 64 * 1024
 DEFAULT_PROGRESS_INTERVAL = 10.0
 #: Settings of every copy session, as for the decoding session (text forms depend on them).
 SESSION_SETTINGS = {
+    "client_encoding": "UTF8",
     "TimeZone": "UTC",
     "DateStyle": "ISO, MDY",
     "IntervalStyle": "postgres",
@@ -296,12 +297,14 @@ def run_copies(
         target=_report, args=(group, progress, stop, progress_interval, on_progress), daemon=True
     )
     reporter.start()
+    workers = max(1, min(parallelism, len(ranges)))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="copy")
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(ranges))), thread_name_prefix="copy") as pool:
-            futures = [pool.submit(worker) for _ in range(max(1, min(parallelism, len(ranges))))]
-            errors = [error for future in futures if (error := future.exception()) is not None]
+        futures = [pool.submit(worker) for _ in range(workers)]
+        errors = [error for future in futures if (error := future.exception()) is not None]
     finally:
-        stop.set()
+        stop.set()  # also when this thread is interrupted (task timeout, SIGTERM): copies stop at their next batch
+        pool.shutdown(wait=True)
         reporter.join()
     if errors:
         first = next((e for e in errors if not isinstance(e, InterruptedError)), errors[0])
@@ -310,9 +313,18 @@ def run_copies(
         raise first
     for table in progress.values():
         logger.info("group=%s member=%s table=%s: %s", group, table.member, table.table, table.summary())
-        if on_progress is not None:
-            on_progress(table)
+        _notify(on_progress, table)
     return outputs
+
+
+def _notify(on_progress: Callable[[TableProgress], None] | None, table: TableProgress) -> None:
+    """Call ``on_progress`` (metrics); its failure is logged, never the copy's."""
+    if on_progress is None:
+        return
+    try:
+        on_progress(table)
+    except Exception:  # a metrics backend must not fail a copy
+        logger.warning("member=%s: the copy progress callback failed", table.member, exc_info=True)
 
 
 def _report(
@@ -324,5 +336,4 @@ def _report(
         for item in progress.values():
             if item.finished is None:
                 logger.info("group=%s member=%s table=%s: %s", group, item.member, item.table, item.line())
-                if on_progress is not None:
-                    on_progress(item)
+                _notify(on_progress, item)

@@ -134,6 +134,8 @@ class PgType:
         output: the (base) type's output function (``typoutput``), as SQL names it: a copy reads
             text forms and numerics through it, which is what pgoutput sends (a cast to text
             may differ: ``'::1'::inet::text`` is ``::1/128``).
+        cast: a domain's base type as SQL names it: a copy casts the column to it before the
+            output function (``enum_out`` does not take a domain over an enum); empty otherwise.
     """
 
     name: str
@@ -142,6 +144,7 @@ class PgType:
     fixed_width: bool = False
     text_form: bool = False
     output: str = ""
+    cast: str = ""
 
     @classmethod
     def builtin(cls, oid: int, modifier: int = -1) -> PgType:
@@ -167,7 +170,10 @@ class PgType:
         if self.text_form or self.oid == NUMERIC:
             if not self.output:
                 raise ValueError(f"type {self.name!r}: no output function known")
-            return sql.SQL("{}({})::text").format(sql.SQL(self.output), sql.Identifier(column))
+            value: sql.Composable = sql.Identifier(column)
+            if self.cast:
+                value = sql.SQL("{}::{}").format(value, sql.SQL(self.cast))
+            return sql.SQL("{}({})::text").format(sql.SQL(self.output), value)
         return sql.Identifier(column)
 
     def from_copy(self, array: pa.Array, where: str) -> pa.Array:
@@ -285,6 +291,10 @@ FROM pg_type t WHERE t.oid = ANY(%s)
 """
 
 
+#: ``typtype`` of a type no longer in the catalog (decoding a WAL range from before its ``DROP TYPE``).
+_DROPPED = "?"
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
     name: str
@@ -335,19 +345,22 @@ class TypeResolver:
             for oid, name, kind, base, base_modifier, length, category, element, output in found:
                 self._rows[int(oid)] = _Row(name, kind, int(base), int(base_modifier), int(length), category,
                                             int(element), output)
-            unknown = missing - set(self._rows)
-            if unknown:
-                raise UnsupportedTypeError(f"type OIDs {sorted(unknown)} are not in the source's catalog")
+            for oid in missing - set(self._rows):  # dropped since the WAL named it: pgoutput sent its text
+                self._rows[oid] = _Row(f"type {oid} (dropped)", _DROPPED, 0, -1, -1, "", 0, "")
             related = {row.base for row in self._rows.values() if row.kind == "d"}
             related |= {row.element for row in self._rows.values() if row.category == "A" and row.element}
             missing = related - set(self._rows)
 
     def _resolve(self, oid: int, modifier: int) -> PgType | None:
         row = self._rows[oid]
+        if row.kind == _DROPPED:
+            return PgType(row.name, TEXT, -1, False, True)
         if row.kind == "d":
             base = self._resolve(row.base, row.base_modifier if modifier < 0 else modifier)
-            return None if base is None else PgType(row.name, base.oid, base.modifier, base.fixed_width,
-                                                    base.text_form, base.output)
+            if base is None:
+                return None
+            return PgType(row.name, base.oid, base.modifier, base.fixed_width, base.text_form, base.output,
+                          base.cast or self._rows[row.base].name)
         fixed = row.length > 0
         if row.kind == "e":
             return PgType(row.name, TEXT, -1, fixed, True, row.output)

@@ -193,13 +193,13 @@ class RefreshGroupOperator(StreambedBaseOperator):
         manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
         spec_uri = write_job_spec(spec)  # the whole run's spec: publish reads it
-        stage_unchanged_copies(spec)
         if self.members:
             spec = dataclasses.replace(spec, members=self.members)
             for name in self.members:
                 if name in spec.carried:
                     logger.info("group=%s W=%s cut=%d: member %s carried over (%s)", self.group.name, spec.watermark,
                                 spec.cut_number, name, spec.carried[name])
+        stage_unchanged_copies(spec)  # this task's members only
         for members in self.applications(spec):
             logger.info("group=%s run=%s W=%s cut=%d: computing %s on %s connection %r", self.group.name, run_key,
                         spec.watermark, spec.cut_number, ", ".join(members) or "all members", connection.conn_type,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -257,7 +258,7 @@ def relocate_deletes(source: str, target: str, moved: dict[str, str]) -> None:
     table = table.set_column(table.schema.get_field_index(DELETE_FILE_PATH),
                              table.schema.field(DELETE_FILE_PATH), relocated)
     target_path = fs.FileSystem.from_uri(target)[1]
-    partial = f"{target_path}.partial"
+    partial = f"{target_path}.{uuid.uuid4().hex}.partial"  # concurrent publishers of a run each write their own
     with filesystem.open_output_stream(partial) as stream:
         pq.write_table(table, stream)
     filesystem.move(partial, target_path)

@@ -15,6 +15,7 @@ import logging
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, read_json, write_json
+from airflow_provider_streambed.staging.members import staged_manifest
 from airflow_provider_streambed.staging.paths import member_manifest_uri
 
 logger = logging.getLogger(__name__)
@@ -24,10 +25,8 @@ ADOPTED_AS_IS = "bootstrap copy adopted as is (no change since the copy)"
 
 
 def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
-    """Stage every computed mirror whose copy is its state at W; returns their names.
-
-    Idempotent: a retry writes the same manifests again.
-    """
+    """Stage every computed mirror of the spec (its ``members``, default all) whose copy is its state
+    at W and that is not staged yet; returns their names."""
     data = read_json(spec.capture_manifest)
     if data is None:
         return ()
@@ -38,6 +37,8 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
         member = group.member(name)
         capture = captures.get(member.name.lower())
         if not isinstance(member, Mirror) or capture is None or not capture.bootstrap or capture.changes:
+            continue
+        if staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member)) is not None:
             continue
         manifest = MemberManifest(
             member=member.name,

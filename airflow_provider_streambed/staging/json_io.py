@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from pyarrow import fs
@@ -17,7 +18,7 @@ def write_json(uri: str, record: dict[str, Any]) -> None:
     filesystem, path = fs.FileSystem.from_uri(uri)
     parent = path.rsplit("/", 1)[0]
     filesystem.create_dir(parent, recursive=True)
-    temporary = f"{path}.tmp"
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"  # concurrent writers of one record each write their own
     with filesystem.open_output_stream(temporary) as stream:
         stream.write(json.dumps(record, indent=1, sort_keys=True).encode())
     filesystem.move(temporary, path)

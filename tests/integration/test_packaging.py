@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""
     import sys
+    import psycopg
     from airflow_provider_streambed import Mirror, RefreshGroup
     from airflow_provider_streambed.exceptions import RefreshError
     from airflow_provider_streambed.local import refresh_once
@@ -25,11 +26,15 @@ SCRIPT = textwrap.dedent("""
     dsn, catalog_uri, warehouse, remote = sys.argv[1:]
     group = RefreshGroup("slim", "src", "cat", "slim", [Mirror("public.items")])
     properties = {"uri": catalog_uri, "warehouse": warehouse}
-    try:
-        refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r0")
+    first = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r0")  # the copy, as it is
+    print("FIRST:", first.cut.cut_id)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO items VALUES (6)")
+    try:  # changes need Spark
+        refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r1")
     except RefreshError as error:
         print("SUBMIT:", error)
-    result = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r0", spark_remote=remote)
+    result = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r1", spark_remote=remote)
     cut = CutReader(properties, group).get(result.cut.cut_id)
     rows = sorted(row["id"] for row in cut.to_arrow("items").to_pylist())
     print("CUT:", result.cut.cut_id, rows)
@@ -63,4 +68,4 @@ def test_a_plain_install_refreshes_through_spark_connect(pg_dsn: str, sqlite_cat
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "SUBMIT: spark-submit is not installed here: install airflow-provider-streambed[spark-submit]" in ran.stdout
-    assert "CUT: 1 [1, 2, 3, 4, 5]" in ran.stdout
+    assert "FIRST: 1" in ran.stdout and "CUT: 2 [1, 2, 3, 4, 5, 6]" in ran.stdout

@@ -38,7 +38,11 @@ def test_one_application_per_member(bank_connections: dict[str, str], pg_dsn: st
     sync_dags(dag)
 
     assert dag.test(logical_date=START).state == "success"
-    assert events.applications() == 3  # one application per member
+    assert events.applications() == 1  # the mirrors are their bootstrap copies: only the SQL member runs
+    with psycopg.connect(pg_dsn) as conn:
+        transfers += [move_money(conn, random.Random(10)) for _ in range(5)]
+    assert dag.test(logical_date=START + dt.timedelta(hours=1)).state == "success"
+    assert events.applications() == 4  # one application per member
     cut = CutReader(bank_connections, group).latest()
     assert cut.to_arrow("money").to_pylist() == [{"total": ACCOUNTS * INITIAL_BALANCE}]
     assert sorted(cut.to_arrow("transfers")["id"].to_pylist()) == sorted(transfers)
