@@ -149,17 +149,31 @@ def _clear_copies(directory: str) -> None:
             filesystem.delete_file(info.path)
 
 
+#: Heap blocks of a table (of its largest partition) and its rows estimate (summed over partitions).
+_SIZE_QUERY = """
+SELECT max(pg_relation_size(c.oid)) / current_setting('block_size')::int8, sum(greatest(c.reltuples, 0))::int8
+FROM unnest(coalesce(
+    (SELECT array_agg(relid) FROM pg_partition_tree(%(table)s::oid::regclass) WHERE isleaf),
+    ARRAY[%(table)s::oid::regclass])) AS leaf
+JOIN pg_class c ON c.oid = leaf
+"""
+
+
 def _plan(conn: psycopg.Connection[Any], tables: list[SourceTable], parallelism: int) -> tuple[
         list[CopyRange], dict[str, int]]:
-    """The ranges to copy, largest first, and each table's row estimate (``pg_class.reltuples``)."""
+    """The ranges to copy, largest first, and each table's row estimate (``pg_class.reltuples``).
+
+    A partitioned table's ranges are block ranges of every partition at once (a ctid is a
+    position in its partition): they are sized by its largest partition, and its estimate is
+    the sum of its partitions'.
+    """
     ranges: list[CopyRange] = []
     estimates: dict[str, int] = {}
     for table in tables:
         row = conn.execute(
-            "SELECT pg_relation_size(%s::oid) / current_setting('block_size')::int8, reltuples::int8 "
-            "FROM pg_class WHERE oid = %s::oid", (table.oid, table.oid),
+            _SIZE_QUERY, {"table": table.oid},
         ).fetchone()
-        if row is None:
+        if row is None or row[0] is None:
             raise SourceError(f"member {table.member!r}: table {table.qualified_name!r} was dropped")
         blocks, estimate = int(row[0]), int(row[1])
         ranges += split_ranges(table, blocks, parallelism)

@@ -147,18 +147,31 @@ def describe_table(
 
 
 def sync_publication(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
-    """Create the group's publication, or set its tables to the declared mirrors."""
+    """Create the group's publication, or set its tables to the declared mirrors.
+
+    The publication publishes a partitioned table's changes under the table's own name
+    (``publish_via_partition_root``); otherwise they would come under each partition's name,
+    which is no mirror's table, and be lost.
+    """
     name = publication_name(group)
     wanted = {m.qualified_table for m in group.mirrors}
     current = conn.execute(
         "SELECT schemaname::text || '.' || tablename::text FROM pg_publication_tables WHERE pubname = %s", (name,)
     ).fetchall()
-    exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,)).fetchone() is not None
+    row = conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (name,)).fetchone()
     tables = sql.SQL(", ").join(mirror_table(m) for m in group.mirrors)
-    if not exists:
-        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(name), tables))
+    if row is None:
+        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)").format(
+            sql.Identifier(name), tables))
         logger.info("group=%s: created publication %s over %d tables", group.name, name, len(wanted))
-    elif {table for (table,) in current} != wanted:
+        return
+    if not row[0]:
+        conn.execute(sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(
+            sql.Identifier(name)))
+        logger.warning("group=%s: publication %s now publishes partitioned tables under their own name; if a mirror "
+                       "is a partitioned table, the changes of its partitions were not captured before: re-create "
+                       "the group", group.name, name)
+    if {table for (table,) in current} != wanted:
         conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), tables))
         logger.info("group=%s: publication %s now covers %s", group.name, name, sorted(wanted))
 

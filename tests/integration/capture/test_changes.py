@@ -9,7 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture import copy as copy_module
+from airflow_provider_streambed.capture.bootstrap import CopyOptions
+from airflow_provider_streambed.capture.run import CaptureResult, capture_run
 from airflow_provider_streambed.exceptions import WatermarkError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX
@@ -26,6 +28,30 @@ from tests.integration.capture.conftest import (
 pytestmark = pytest.mark.slow
 Conn = psycopg.Connection[Any]
 BIG = "".join(f"{i:05d}-chunk-of-a-long-text-value " for i in range(2000))  # ~60 kB: stored out of line
+
+
+def test_a_partitioned_table_is_copied_in_ranges_and_its_partitions_changes_captured(
+    source: Conn, ledger: Ledger, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(copy_module, "MIN_RANGE_BLOCKS", 2)  # split these small partitions
+    source.execute("CREATE TABLE pt (id int PRIMARY KEY, v int) PARTITION BY RANGE (id)")
+    source.execute("CREATE TABLE pt_low PARTITION OF pt FOR VALUES FROM (0) TO (100)")
+    source.execute("CREATE TABLE pt_high PARTITION OF pt FOR VALUES FROM (100) TO (10000)")
+    source.execute("INSERT INTO pt SELECT g, g FROM generate_series(0, 4999) g")
+    group = make_group("pt")
+    first = capture_run(source, group, ledger, "r1", warehouse, copy=CopyOptions(parallelism=2))
+    assert isinstance(first, CaptureResult) and len(first.manifest.tables[0].copy_files) > 1
+    state: dict[tuple[Any, ...], Row] = {}
+    apply_changes(state, read_changes(first.manifest, "pt"), ("id",))
+    assert state == table_state(source, "pt", ("id",))
+    publish(source, ledger, group, first)
+    source.execute("UPDATE pt SET v = -1 WHERE id IN (5, 150)")  # one row in each partition
+    source.execute("UPDATE pt SET id = 5007 WHERE id = 7")  # moves the row to the other partition
+    source.execute("DELETE FROM pt WHERE id = 160")
+    second = capture_run(source, group, ledger, "r2", warehouse)
+    assert second.manifest.tables[0].changes >= 4
+    apply_changes(state, read_changes(second.manifest, "pt"), ("id",))
+    assert state == table_state(source, "pt", ("id",))
 
 
 def test_dml_kinds_toast_and_nulls_replay_to_the_source_state(source: Conn, ledger: Ledger, warehouse: str) -> None:
