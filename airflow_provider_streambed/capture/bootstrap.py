@@ -52,7 +52,7 @@ from airflow_provider_streambed.capture.source import SourceTable, source_connin
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SourceError
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.staging import join, read_json, write_json
+from airflow_provider_streambed.staging import delete_files, join, read_json, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -141,14 +141,6 @@ def exported_snapshot(conn: psycopg.Connection[Any]) -> Iterator[str]:
         yield str(row[0])
 
 
-def _clear_copies(directory: str) -> None:
-    """Delete copy files of an earlier, unfinished attempt."""
-    filesystem, path = fs.FileSystem.from_uri(directory)
-    for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True)):
-        if info.type == fs.FileType.File and info.base_name.startswith(f"{COPY_PREFIX}-"):
-            filesystem.delete_file(info.path)
-
-
 #: Heap blocks of a table (of its largest partition) and its rows estimate (summed over partitions).
 _SIZE_QUERY = """
 SELECT max(pg_relation_size(c.oid)) / current_setting('block_size')::int8, sum(greatest(c.reltuples, 0))::int8
@@ -219,7 +211,7 @@ def copy_tables(
     began = time.monotonic()
     directories = {table.member: join(capture_dir, table.member) for table in tables}
     for directory in directories.values():
-        _clear_copies(directory)
+        delete_files(directory, f"{COPY_PREFIX}-")  # an earlier, unfinished attempt's
     with contextlib.ExitStack() as stack:
         if snapshot_name is None:
             snapshot_name = stack.enter_context(exported_snapshot(conn))

@@ -18,7 +18,6 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
-from pyarrow import fs
 
 from airflow_provider_streambed.capture.bootstrap import (
     BootstrapCopy,
@@ -27,6 +26,7 @@ from airflow_provider_streambed.capture.bootstrap import (
     read_marker,
     write_marker,
 )
+from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.slot import (
@@ -50,6 +50,7 @@ from airflow_provider_streambed.staging import (
     CaptureManifest,
     TableCapture,
     capture_manifest_uri,
+    delete_files,
     join,
     read_json,
     staging_root,
@@ -132,15 +133,6 @@ def _added_copies(
     copies = copy_tables(conn, group, tables, capture_dir, options)
     write_marker(capture_dir, None, copies)
     return copies
-
-
-def _remove_change_files(capture_dir: str) -> None:
-    """Delete changelog files of an earlier attempt (bootstrap copies stay)."""
-    filesystem, path = fs.FileSystem.from_uri(capture_dir)
-    infos = filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True, recursive=True))
-    for info in infos:
-        if info.type == fs.FileType.File and info.base_name.startswith("changes-"):
-            filesystem.delete_file(info.path)
 
 
 def _existing_result(root: str, stored: RunRecord) -> CaptureResult | None:
@@ -281,7 +273,7 @@ def capture_run(
         )
     if last is not None and watermark == last.watermark:
         return _finish_unchanged(ledger, group, run_key, last, copies)
-    _remove_change_files(capture_dir)
+    delete_files(capture_dir, f"{CHANGES_PREFIX}-")  # an earlier attempt's changelogs (bootstrap copies stay)
     extracted = extract_changes(conn, group, tables, capture_dir, start, watermark)
     captures = _table_captures(tables, copies, extracted)
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)

@@ -40,6 +40,14 @@ def member_manifest_uri(root: str, member: str) -> str:
     return join(root, member, MEMBER_MANIFEST_NAME)
 
 
+def delete_files(directory: str, prefix: str) -> None:
+    """Delete the files under ``directory`` (at any depth) whose names start with ``prefix``."""
+    filesystem, path = fs.FileSystem.from_uri(directory)
+    for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True, recursive=True)):
+        if info.type == fs.FileType.File and info.base_name.startswith(prefix):
+            filesystem.delete_file(info.path)
+
+
 def delete_dir(uri: str) -> bool:
     """Delete the directory ``uri`` and its contents; ``False`` if it did not exist."""
     filesystem, path = fs.FileSystem.from_uri(uri)
