@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from psycopg import sql
 from pyarrow import fs
 
+from airflow_provider_streambed.capture.extract import DECODING_SETTINGS
 from airflow_provider_streambed.capture.names import quoted_table
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.exceptions import SourceError
@@ -57,15 +58,8 @@ FILE_BYTES = 512 * 1024 * 1024
 #: default made writing 3x slower on the benchmark's table, for larger files).
 DICTIONARY_PAGE_BYTES = 64 * 1024
 DEFAULT_PROGRESS_INTERVAL = 10.0
-#: Settings of every copy session, as for the decoding session (text forms depend on them).
-SESSION_SETTINGS = {
-    "client_encoding": "UTF8",
-    "TimeZone": "UTC",
-    "DateStyle": "ISO, MDY",
-    "IntervalStyle": "postgres",
-    "extra_float_digits": "3",
-    "bytea_output": "hex",
-}
+#: Settings of every copy session: the decoding session's (text forms depend on them), in UTF-8.
+SESSION_SETTINGS = {"client_encoding": "UTF8", **DECODING_SETTINGS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,8 @@ class PgType:
 
     @classmethod
     def builtin(cls, oid: int, modifier: int = -1) -> PgType:
-        """A built-in scalar type by OID (tests and the mapping's own table)."""
+        """A built-in scalar type by OID without asking a catalog (what the resolver gives for it; the
+        conversions' unit tests use it)."""
         fixed = oid in {BOOL, INT2, INT4, INT8, FLOAT4, FLOAT8, DATE, TIME, TIMESTAMP, TIMESTAMPTZ, UUID, OID, CHAR,
                         NAME, INTERVAL, TIMETZ}
         return cls(str(oid), oid, modifier, fixed, oid in _TEXT_FORM or (oid == NUMERIC and not _decimal(modifier)))
