@@ -7,12 +7,13 @@ declarations. The Airflow face (``StreambedRefreshGroup``, operators, hooks) liv
 
 from __future__ import annotations
 
-from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import CutRetention, Member, Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.lsn import Lsn
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CutRetention",
     "Lsn",
     "Member",
     "Mirror",

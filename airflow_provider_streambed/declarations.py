@@ -9,6 +9,7 @@ group and member at fault.
 
 from __future__ import annotations
 
+import datetime as dt
 import graphlib
 import re
 from dataclasses import dataclass, field
@@ -148,6 +149,53 @@ class PythonMember:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class CutRetention:
+    """How long a group's cuts, their member snapshots and their files are kept.
+
+    A cut expires when it is not among the newest ``keep_last`` cuts, was published more than
+    ``keep_newer_than`` ago and is not pinned (``streambed cuts pin``). Expiring a cut removes its
+    ledger rows, its tags and the member snapshots no kept cut uses, in one atomic commit; its
+    files are deleted once no kept cut, table snapshot or unpublished run needs them and they
+    have been unreferenced for ``delete_files_after`` (readers that loaded the cut before it
+    expired keep working that long).
+
+    Args:
+        keep_last: how many of the newest cuts are always kept (at least 1).
+        keep_newer_than: cuts younger than this are kept, however many there are.
+        delete_files_after: how long an unreferenced file stays before it is deleted.
+    """
+
+    keep_last: int
+    keep_newer_than: dt.timedelta = dt.timedelta(days=7)
+    delete_files_after: dt.timedelta = dt.timedelta(hours=1)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keep_last, bool) or not isinstance(self.keep_last, int) or self.keep_last < 1:
+            raise DeclarationError(f"cut retention: keep_last must be an integer >= 1, got {self.keep_last!r}")
+        for name in ("keep_newer_than", "delete_files_after"):
+            value = getattr(self, name)
+            if not isinstance(value, dt.timedelta) or value < dt.timedelta(0):
+                raise DeclarationError(f"cut retention: {name} must be a timedelta >= 0, got {value!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        """A JSON-ready form (durations in seconds); :meth:`from_dict` reverses it."""
+        return {
+            "keep_last": self.keep_last,
+            "keep_newer_than_seconds": self.keep_newer_than.total_seconds(),
+            "delete_files_after_seconds": self.delete_files_after.total_seconds(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CutRetention:
+        """Rebuild a retention from :meth:`to_dict` output, validating it again."""
+        return cls(
+            keep_last=data["keep_last"],
+            keep_newer_than=dt.timedelta(seconds=data["keep_newer_than_seconds"]),
+            delete_files_after=dt.timedelta(seconds=data["delete_files_after_seconds"]),
+        )
+
+
 Member = Mirror | SqlMember | PythonMember
 _KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
     "mirror": Mirror,
@@ -181,6 +229,8 @@ class RefreshGroup:
         members: the members; their dependencies must form a DAG.
         atomicity: ``"group"`` (one atomic commit of all members) or ``"per_table"`` (weaker:
             for catalogs without multi-table commits; readers may see a half-published cut).
+        retention: which cuts are kept (:class:`CutRetention`); ``None`` keeps every cut, its
+            snapshots and files forever. Needs ``atomicity="group"``.
     """
 
     name: str
@@ -189,6 +239,7 @@ class RefreshGroup:
     namespace: str
     members: tuple[Member, ...] = field(default=())
     atomicity: Literal["group", "per_table"] = "group"
+    retention: CutRetention | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not GROUP_NAME.fullmatch(self.name):
@@ -203,6 +254,11 @@ class RefreshGroup:
         check_identifier(self.namespace, f"group {self.name!r}, namespace")
         if self.atomicity not in ATOMICITY:
             raise DeclarationError(f"group {self.name!r}: atomicity {self.atomicity!r} must be one of {ATOMICITY}")
+        if self.retention is not None and not isinstance(self.retention, CutRetention):
+            raise DeclarationError(f"group {self.name!r}: retention must be a CutRetention, got {self.retention!r}")
+        if self.retention is not None and self.atomicity != "group":
+            raise DeclarationError(f"group {self.name!r}: retention expires cuts in one atomic commit and needs "
+                                   "atomicity='group'")
         if isinstance(self.members, (str, bytes)) or not isinstance(self.members, (list, tuple)):
             raise DeclarationError(f"group {self.name!r}: members must be a list, got {self.members!r}")
         object.__setattr__(self, "members", tuple(self.members))
@@ -279,6 +335,7 @@ class RefreshGroup:
             "namespace": self.namespace,
             "atomicity": self.atomicity,
             "members": members,
+            "retention": None if self.retention is None else self.retention.to_dict(),
         }
 
     @classmethod
@@ -291,4 +348,6 @@ class RefreshGroup:
             if kind not in _KINDS:
                 raise DeclarationError(f"group {data.get('name')!r}: unknown member kind {kind!r}")
             members.append(_KINDS[kind](**fields))
-        return cls(**{**data, "members": tuple(members)})
+        retention = data.get("retention")
+        return cls(**{**data, "members": tuple(members),
+                      "retention": None if retention is None else CutRetention.from_dict(retention)})

@@ -94,12 +94,24 @@ class PublishConflictError(PublishError):
     """A member table was changed by another writer; nothing was published."""
 
 
+class ExpiryConflictError(PublishConflictError):
+    """A cut the commit was to expire was pinned (or expired) meanwhile; nothing was committed."""
+
+
 class CatalogCapabilityError(PublishError):
     """The catalog cannot commit several tables atomically."""
 
 
 class CutNotFoundError(StreambedError, LookupError):
     """The requested cut does not exist in the ledger."""
+
+
+class CutExpiredError(CutNotFoundError):
+    """The requested cut existed and expired under the group's retention (``expired_at`` says when)."""
+
+    def __init__(self, message: str, expired_at: object) -> None:
+        super().__init__(message)
+        self.expired_at = expired_at
 
 
 class ConnectionConfigError(StreambedError, ValueError):

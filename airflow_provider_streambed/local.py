@@ -154,7 +154,8 @@ def _run(
     confirm_claim(ledger, group.name, run_key)
     times.capture = time.perf_counter() - started
     if isinstance(captured, UnchangedRun):
-        return RunResult(RunState.UNCHANGED, ledger.get_cut(group.name, captured.cut_id), run_key, captured.checked_at)
+        found = ledger.get_cut(group.name, captured.cut_id, include_expired=True)
+        return RunResult(RunState.UNCHANGED, found, run_key, captured.checked_at)
     logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run_key, captured.watermark, times.capture)
 
     started = time.perf_counter()

@@ -1,4 +1,10 @@
-"""Published cuts in the ledger: recording a cut with its members, and reading cuts back."""
+"""Published cuts in the ledger: recording a cut with its members, and reading cuts back.
+
+A cut that expired under the group's retention is gone from these tables; reading it raises
+:class:`~airflow_provider_streambed.exceptions.CutExpiredError` with the time it expired. Asking
+which cut a run published still finds an expired cut (without members), so a cleared task of a
+run whose cut expired knows the run published.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,15 @@ from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Connection, RowMapping, func, insert, select
 
-from airflow_provider_streambed.exceptions import CutNotFoundError, LedgerError
+from airflow_provider_streambed.exceptions import CutExpiredError, CutNotFoundError, LedgerError
 from airflow_provider_streambed.ledger.database import LedgerDatabase
-from airflow_provider_streambed.ledger.schema import as_utc, cut_members_table, cuts_table, now
+from airflow_provider_streambed.ledger.schema import as_utc, cut_members_table, cuts_table, expired_cuts_table, now
 from airflow_provider_streambed.lsn import Lsn
+
+
+def cut_tag(group: str, cut_id: int) -> str:
+    """The Iceberg tag of a member snapshot in cut ``cut_id``: ``<group>-cut-<k>``."""
+    return f"{group}-cut-{cut_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +46,8 @@ class CutRecord:
     run_key: str
     published_at: dt.datetime
     members: Mapping[str, CutMember]
+    pinned_at: dt.datetime | None = None
+    expired_at: dt.datetime | None = None
 
 
 class CutLedger(LedgerDatabase):
@@ -104,26 +117,46 @@ class CutLedger(LedgerDatabase):
         found = self._cuts(group, cuts_table.c.cut_id == newest, connection)
         return found[0] if found else None
 
-    def get_cut(self, group: str, cut_id: int, connection: Connection | None = None) -> CutRecord:
-        """Cut ``cut_id`` of ``group``.
+    def get_cut(
+        self, group: str, cut_id: int, connection: Connection | None = None, *, include_expired: bool = False
+    ) -> CutRecord:
+        """Cut ``cut_id`` of ``group``; with ``include_expired``, an expired cut too (without members).
 
         Raises:
+            CutExpiredError: the cut expired under the group's retention (and not ``include_expired``).
             CutNotFoundError: no such cut.
         """
         found = self._cuts(group, cuts_table.c.cut_id == cut_id, connection)
+        if not found and include_expired:
+            found = self._expired(group, expired_cuts_table.c.cut_id == cut_id, connection)
         if not found:
+            self._raise_expired(group, expired_cuts_table.c.cut_id == cut_id, "", connection)
             raise CutNotFoundError(f"group {group!r} has no cut {cut_id}")
         return found[0]
 
     def cut_for_run(self, group: str, run_key: str, connection: Connection | None = None) -> CutRecord | None:
-        """The cut a run published, or ``None`` if it has not published."""
+        """The cut a run published (an expired one without members, ``expired_at`` set), or ``None``
+        if it has not published."""
         found = self._cuts(group, cuts_table.c.run_key == run_key, connection)
+        if not found:
+            found = self._expired(group, expired_cuts_table.c.run_key == run_key, connection)
+        return found[0] if found else None
+
+    def cut_before(self, group: str, cut_id: int, connection: Connection | None = None) -> CutRecord | None:
+        """The newest kept cut older than cut ``cut_id``, or ``None``."""
+        newest = (
+            select(func.max(cuts_table.c.cut_id))
+            .where(cuts_table.c.group_name == group, cuts_table.c.cut_id < cut_id)
+            .scalar_subquery()
+        )
+        found = self._cuts(group, cuts_table.c.cut_id == newest, connection)
         return found[0] if found else None
 
     def cut_as_of(self, group: str, lsn: Lsn, connection: Connection | None = None) -> CutRecord:
         """The newest cut whose watermark is at most ``lsn``.
 
         Raises:
+            CutExpiredError: that cut expired under the group's retention.
             CutNotFoundError: every cut is newer than ``lsn``, or there is none.
         """
         newest = (
@@ -132,9 +165,48 @@ class CutLedger(LedgerDatabase):
             .scalar_subquery()
         )
         found = self._cuts(group, cuts_table.c.cut_id == newest, connection)
+        expired = expired_cuts_table.c
+        newer_expired = (expired.watermark <= lsn.value) & (expired.cut_id > (found[0].cut_id if found else 0))
+        self._raise_expired(group, newer_expired, f"the newest cut at or before LSN {lsn} is ", connection)
         if not found:
             raise CutNotFoundError(f"group {group!r} has no cut at or before LSN {lsn}")
         return found[0]
+
+    def _expired(
+        self, group: str, condition: ColumnElement[bool], connection: Connection | None
+    ) -> list[CutRecord]:
+        """Expired cuts of ``group`` matching ``condition``, as records without members."""
+        expired = expired_cuts_table.c
+        query = select(expired_cuts_table).where(expired.group_name == group, condition).order_by(expired.cut_id)
+        with self.connection(connection) as conn:
+            rows = conn.execute(query).all()
+        return [
+            CutRecord(group=group, cut_id=int(row.cut_id), watermark=Lsn(int(row.watermark)), prev_watermark=None,
+                      run_key=row.run_key, published_at=as_utc(row.published_at), members={},
+                      expired_at=as_utc(row.expired_at))
+            for row in rows
+        ]
+
+    def _raise_expired(
+        self, group: str, condition: ColumnElement[bool], prefix: str, connection: Connection | None
+    ) -> None:
+        """Raise :class:`CutExpiredError` for the newest expired cut of ``group`` matching ``condition``, if any."""
+        expired = expired_cuts_table.c
+        query = (
+            select(expired.cut_id, expired.watermark, expired.expired_at)
+            .where(expired.group_name == group, condition)
+            .order_by(expired.cut_id.desc())
+            .limit(1)
+        )
+        with self.connection(connection) as conn:
+            row = conn.execute(query).first()
+        if row is not None:
+            expired_at = as_utc(row.expired_at)
+            raise CutExpiredError(
+                f"group {group!r}: {prefix}cut {row.cut_id} (W={Lsn(int(row.watermark))}), which expired at "
+                f"{expired_at:%Y-%m-%d %H:%M:%S} UTC under the group's retention; pin cuts that must be kept",
+                expired_at,
+            )
 
     def list_cuts(self, group: str, connection: Connection | None = None) -> list[CutRecord]:
         """Every cut of ``group``, oldest first."""
@@ -178,6 +250,7 @@ class CutLedger(LedgerDatabase):
                 run_key=row["run_key"],
                 published_at=as_utc(row["published_at"]),
                 members=member_maps[cut_id],
+                pinned_at=None if row["pinned_at"] is None else as_utc(row["pinned_at"]),
             )
             for cut_id, row in heads.items()
         ]

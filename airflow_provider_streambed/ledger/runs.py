@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.exceptions import LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger.database import LedgerDatabase
-from airflow_provider_streambed.ledger.schema import as_utc, cuts_table, now, runs_table
+from airflow_provider_streambed.ledger.schema import as_utc, cuts_table, expired_cuts_table, now, runs_table
 from airflow_provider_streambed.lsn import Lsn
 
 
@@ -174,9 +174,11 @@ class RunLedger(LedgerDatabase):
         return None if row is None else RunRecord.from_row(row)
 
     def published_run_keys(self, group: str) -> set[str]:
-        """The keys of the group's runs that have a cut."""
+        """The keys of the group's runs that have a cut, kept or expired (their files may back later cuts)."""
+        kept = select(cuts_table.c.run_key).where(cuts_table.c.group_name == group)
+        expired = select(expired_cuts_table.c.run_key).where(expired_cuts_table.c.group_name == group)
         with self.engine.connect() as conn:
-            return set(conn.execute(select(cuts_table.c.run_key).where(cuts_table.c.group_name == group)).scalars())
+            return set(conn.execute(kept.union(expired)).scalars())
 
     def list_runs(self, group: str, limit: int | None = None) -> list[RunRecord]:
         """The group's runs, newest pin first (at most ``limit``)."""

@@ -1,6 +1,6 @@
 """The ledger's tables in the catalog database, and creating them.
 
-Three tables, written with SQLAlchemy Core so the same code serves SQLite and PostgreSQL:
+Four tables, written with SQLAlchemy Core so the same code serves SQLite and PostgreSQL:
 
 - ``streambed_runs``: one row per ``(group, run key)`` with the pinned watermark ``W`` and the
   run's state. Written before any other work of a run, so a retried or cleared task finds it.
@@ -8,6 +8,8 @@ Three tables, written with SQLAlchemy Core so the same code serves SQLite and Po
   ``(group, run key)`` and ``(group, watermark)``: two publishers of one run make one cut.
 - ``streambed_cut_members``: per cut and member, the Iceberg table, snapshot id and metadata
   location that make up the cut.
+- ``streambed_expired_cuts``: one small row per cut that expired under the group's retention
+  (its rows above are deleted), so a reader asking for it learns when it expired.
 
 LSNs are stored as integers (ordered) and rendered with :class:`~airflow_provider_streambed.lsn.Lsn`.
 """
@@ -67,6 +69,7 @@ cuts_table = Table(
     Column("prev_watermark", LSN_TYPE, nullable=True),
     Column("run_key", String(200), nullable=False),
     Column("published_at", DateTime(timezone=True), nullable=False),
+    Column("pinned_at", DateTime(timezone=True), nullable=True),  # pinned cuts never expire
     PrimaryKeyConstraint("group_name", "cut_id"),
     UniqueConstraint("group_name", "run_key", name="streambed_cuts_run_key"),
     UniqueConstraint("group_name", "watermark", name="streambed_cuts_watermark"),
@@ -83,6 +86,18 @@ cut_members_table = Table(
     Column("metadata_location", String(1000), nullable=False),
     PrimaryKeyConstraint("group_name", "cut_id", "member"),
     ForeignKeyConstraint(["group_name", "cut_id"], ["streambed_cuts.group_name", "streambed_cuts.cut_id"]),
+)
+
+expired_cuts_table = Table(
+    "streambed_expired_cuts",
+    metadata,
+    Column("group_name", String(64), nullable=False),
+    Column("cut_id", BigInteger, nullable=False),
+    Column("watermark", LSN_TYPE, nullable=False),
+    Column("run_key", String(200), nullable=False),
+    Column("published_at", DateTime(timezone=True), nullable=False),
+    Column("expired_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("group_name", "cut_id"),
 )
 
 

@@ -174,7 +174,7 @@ def _previous_cut(group: RefreshGroup, ledger: Ledger, run_key: str) -> CutRecor
     own = ledger.cut_for_run(group.name, run_key)
     if own is None:
         return ledger.last_cut(group.name)
-    return ledger.get_cut(group.name, own.cut_id - 1) if own.cut_id > 1 else None
+    return ledger.cut_before(group.name, own.cut_id)
 
 
 def write_job_spec(spec: JobSpec) -> str:

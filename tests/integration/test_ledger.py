@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_streambed.exceptions import CutNotFoundError, LedgerError
+from airflow_provider_streambed.exceptions import CutExpiredError, CutNotFoundError, LedgerError
 from airflow_provider_streambed.ledger import CutMember, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 
@@ -151,3 +152,69 @@ def test_concurrent_publishers_of_one_run_make_one_cut(catalog_uri: str) -> None
     assert outcomes.count("recorded") == 1, outcomes
     cuts = Ledger(catalog_uri).list_cuts("bank")
     assert len(cuts) == 1 and cuts[0].cut_id == 1 and len(cuts[0].members) == 1
+
+
+def test_expired_cuts_leave_a_tombstone_that_says_when(ledger: Ledger) -> None:
+    for k in (1, 2, 3):
+        with ledger.begin() as connection:
+            ledger.record_cut(connection, "bank", f"run-{k}", Lsn(100 * k), {"a": member("a", k), "b": member("b", 9)})
+    assert ledger.snapshots_in_use("bank", {"bank.a": {1}, "bank.b": {9}}, excluding=[1]) == {"bank.b": {9}}
+    with ledger.begin() as connection:
+        ledger.expire_cuts(connection, "bank", [1])
+    assert [head.cut_id for head in ledger.cut_heads("bank")] == [2, 3]
+    assert ledger.published_run_keys("bank") == {"run-1", "run-2", "run-3"}  # expired runs' files back later cuts
+    with pytest.raises(CutExpiredError, match=r"group 'bank': cut 1 \(W=0/64\), which expired at ") as raised:
+        ledger.get_cut("bank", 1)
+    assert raised.value.expired_at is not None
+    with pytest.raises(CutExpiredError, match="the newest cut at or before LSN 0/96 is cut 1"):
+        ledger.cut_as_of("bank", Lsn(150))
+    assert ledger.cut_as_of("bank", Lsn(250)).cut_id == 2
+    with pytest.raises(CutExpiredError):
+        ledger.pin_cut("bank", 1)
+    with pytest.raises(CutNotFoundError, match="has no cut 4"):
+        ledger.pin_cut("bank", 4)
+
+
+def test_a_pinned_cut_does_not_expire_and_a_pin_waits_for_an_expiry(ledger: Ledger) -> None:
+    for k in (1, 2, 3):
+        with ledger.begin() as connection:
+            ledger.record_cut(connection, "bank", f"run-{k}", Lsn(100 * k), {"a": member("a", k)})
+    assert ledger.pin_cut("bank", 2).pinned_at is not None
+    with pytest.raises(LedgerError, match=r"cuts \[2\] were pinned meanwhile; nothing was expired"), \
+            ledger.begin() as connection:
+        ledger.expire_cuts(connection, "bank", [1, 2])
+    assert [(head.cut_id, head.pinned) for head in ledger.cut_heads("bank")] == [(1, False), (2, True), (3, False)]
+
+    expiring, outcome = threading.Event(), []
+
+    def pin() -> None:
+        expiring.wait()
+        try:
+            ledger.pin_cut("bank", 1)
+            outcome.append("pinned")
+        except CutExpiredError:
+            outcome.append("expired")
+
+    thread = threading.Thread(target=pin)
+    thread.start()
+    with ledger.begin() as connection:
+        ledger.expire_cuts(connection, "bank", [1])
+        expiring.set()
+        time.sleep(0.5)  # the pin runs now and must wait for this transaction
+    thread.join()
+    assert outcome == ["expired"]
+
+
+def test_a_ledger_without_pins_gains_the_column(catalog_uri: str) -> None:
+    old_cuts = (
+        "CREATE TABLE streambed_cuts (group_name VARCHAR(64) NOT NULL, cut_id BIGINT NOT NULL, "
+        "watermark NUMERIC(20, 0) NOT NULL, prev_watermark NUMERIC(20, 0), run_key VARCHAR(200) NOT NULL, "
+        "published_at TIMESTAMP NOT NULL, PRIMARY KEY (group_name, cut_id))"
+    )
+    with create_engine(catalog_uri).begin() as connection:
+        connection.exec_driver_sql(old_cuts)
+        connection.exec_driver_sql(
+            "INSERT INTO streambed_cuts VALUES ('bank', 1, 100, NULL, 'old', '2026-01-01 00:00:00')")
+    ledger = Ledger(catalog_uri)
+    ledger.create()
+    assert ledger.pin_cut("bank", 1).pinned_at is not None
