@@ -37,6 +37,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{_PACKAGE}.operators.capture",
                     f"{_PACKAGE}.operators.refresh",
                     f"{_PACKAGE}.operators.publish",
+                    f"{_PACKAGE}.operators.retention",
                 ],
             }
         ],

@@ -22,10 +22,9 @@ from pyiceberg.table import StaticTable
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, PublishError
-from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
+from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
-from airflow_provider_streambed.publish.tables import cut_tag
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -67,6 +66,7 @@ class Cut:
         published_at: when the cut was published (UTC).
         run_key: the run that published it.
         members: per member, its table, snapshot id and metadata location.
+        pinned_at: when the cut was pinned (kept whatever the retention), ``None`` if it is not.
     """
 
     group: str
@@ -77,12 +77,13 @@ class Cut:
     run_key: str
     members: Mapping[str, CutMember]
     catalog: Catalog = field(repr=False, compare=False)
+    pinned_at: dt.datetime | None = None
 
     @classmethod
     def from_record(cls, record: CutRecord, catalog: Catalog) -> Cut:
         """A ``Cut`` from the ledger's record."""
         return cls(record.group, record.cut_id, record.watermark, record.prev_watermark, record.published_at,
-                   record.run_key, dict(record.members), catalog)
+                   record.run_key, dict(record.members), catalog, record.pinned_at)
 
     def member(self, name: str) -> CutMember:
         """The member ``name`` of this cut.
@@ -253,11 +254,18 @@ class CutReader:
         return Cut.from_record(record, self.catalog)
 
     def get(self, cut_id: int) -> Cut:
-        """Cut ``cut_id`` (raises :class:`CutNotFoundError`)."""
+        """Cut ``cut_id``.
+
+        Raises:
+            CutExpiredError: the cut expired under the group's retention (a :class:`CutNotFoundError`
+                whose message and ``expired_at`` say when).
+            CutNotFoundError: there never was such a cut.
+        """
         return Cut.from_record(self.ledger.get_cut(self.group, cut_id), self.catalog)
 
     def as_of_lsn(self, lsn: Lsn) -> Cut:
-        """The newest cut whose W is at most ``lsn`` (raises :class:`CutNotFoundError`)."""
+        """The newest cut whose W is at most ``lsn`` (raises :class:`CutNotFoundError`, or
+        :class:`CutExpiredError` when that cut expired)."""
         return Cut.from_record(self.ledger.cut_as_of(self.group, lsn), self.catalog)
 
     def status(self) -> GroupStatus:

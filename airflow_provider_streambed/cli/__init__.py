@@ -30,7 +30,7 @@ Handler = Callable[[argparse.Namespace], int]
 #: Subcommand name -> its one-line help; the implementation is ``airflow_provider_streambed.cli.<name>``
 #: (``-`` read as ``_``).
 COMMANDS = {
-    "cuts": "list, show or verify a group's published cuts",
+    "cuts": "list, show, verify, pin or unpin a group's published cuts, or expire them under its retention",
     "capture": "capture a group's changes up to a new W, for debugging",
     "refresh": "run one refresh (capture, refresh, publish) of a group without Airflow",
     "runs": "list a group's runs, or supersede an unpublished run that blocks the group",
@@ -57,10 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 DSN_VARIABLE = "STREAMBED_SOURCE_DSN"
 
 
-def add_group_argument(parser: argparse.ArgumentParser, *, name_will_do: bool = False) -> None:
+def add_group_argument(parser: argparse.ArgumentParser, *, name_will_do: bool = False, required: bool = True) -> None:
     """``--group``: a declaration reference (and, with ``name_will_do``, a plain group name)."""
     what = "the declaration, path/to/file.py:variable or package.module:variable"
-    parser.add_argument("--group", required=True, help=what + (", or the group's name" if name_will_do else ""))
+    parser.add_argument("--group", required=required, help=what + (", or the group's name" if name_will_do else ""))
 
 
 def group_name(reference: str) -> str:

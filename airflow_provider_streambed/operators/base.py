@@ -65,13 +65,7 @@ class StreambedBaseOperator(BaseOperator):
 
     def open_catalog(self) -> tuple[Catalog, Ledger]:
         """The catalog of ``catalog_conn_id`` and the ledger in its database."""
-        from airflow_provider_streambed.catalog import ledger_of
-        from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
-
-        catalog = StreambedCatalogHook(self.catalog_conn_id).get_conn()
-        ledger = ledger_of(catalog)
-        ledger.create()
-        return catalog, ledger
+        return open_catalog(self.catalog_conn_id)
 
     def already_published(self, ledger: Ledger, run_key: str) -> dict[str, Any] | None:
         """For a run that already published (a cleared run), the XCom of a step that has nothing to do.
@@ -84,6 +78,17 @@ class StreambedBaseOperator(BaseOperator):
         logger.info("group=%s run=%s: already published as cut %d (W=%s); %s has nothing to do",
                     self.group.name, run_key, cut.cut_id, cut.watermark, self.task_id)
         return {"run_key": run_key, "watermark_lsn": str(cut.watermark), "published_cut_id": cut.cut_id}
+
+
+def open_catalog(catalog_conn_id: str) -> tuple[Catalog, Ledger]:
+    """The catalog of the Airflow connection ``catalog_conn_id`` and the ledger in its database (created)."""
+    from airflow_provider_streambed.catalog import ledger_of
+    from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
+
+    catalog = StreambedCatalogHook(catalog_conn_id).get_conn()
+    ledger = ledger_of(catalog)
+    ledger.create()
+    return catalog, ledger
 
 
 def will_retry(context: Context) -> bool:

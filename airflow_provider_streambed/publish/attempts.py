@@ -1,14 +1,15 @@
 """Publish attempt records, so metadata files of an attempt that never committed get deleted.
 
-Before a publish writes any Iceberg metadata it records the attempt under
+Before a publish (or a cut expiry) writes any Iceberg metadata it records the attempt under
 ``<warehouse>/_streambed/<group>/_attempts/<attempt id>.json``: per member table its current
 metadata location (the compare-and-swap base), the metadata file it is about to write and the
-commit UUID that names its manifests. If the process dies between the metadata write and the
-pointer commit, the record stays. An attempt is dead once any of its tables' pointers has moved
-away from its base to something else than its own new file: its compare-and-swap can then never
-succeed, and its files are deleted. An attempt whose new files are the current pointers
-committed; only its record is removed. Attempts still based on the current pointers are left
-alone (they may be running).
+commit UUID that names its manifests, and the cuts an expiry removes. If the process dies
+between the metadata write and the pointer commit, or between the commit and the removal of the
+record, the record stays. An attempt committed when the ledger holds its outcome (the run's cut,
+kept or expired; an expiry's cuts expired) or its new files are the current pointers: only its
+record is removed (its files are in use). Otherwise it is dead once any of its tables' pointers
+has moved away from its base: its compare-and-swap can then never succeed, and its files are
+deleted. Attempts still based on the current pointers are left alone (they may be running).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from pyarrow import fs
 from pyiceberg.catalog.sql import SqlCatalog
 
+from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.publish.tables import MemberPlan, current_pointers
 from airflow_provider_streambed.staging import group_staging_dir, join, read_json, write_json
 
@@ -41,10 +43,23 @@ class Attempt:
     run_key: str
     namespace: str
     tables: dict[str, dict[str, str | None]]
+    expires: tuple[int, ...] = ()
 
     @classmethod
-    def start(cls, warehouse: str, group: str, run_key: str, namespace: str, plans: Iterable[MemberPlan]) -> Attempt:
-        """Record a new attempt before any of its metadata files is written."""
+    def start(
+        cls, warehouse: str, group: str, run_key: str, namespace: str, plans: Iterable[MemberPlan],
+        expires: tuple[int, ...] = (),
+    ) -> Attempt:
+        """Record a new attempt before any of its metadata files is written.
+
+        Args:
+            warehouse: the warehouse URI.
+            group: the group name.
+            run_key: the run that publishes (for a standalone expiry: a name of the expiry).
+            namespace: the member tables' namespace.
+            plans: the member tables and their next metadata files.
+            expires: for a standalone expiry, the cuts it expires (its outcome in the ledger).
+        """
         attempt = cls(
             attempt_id=str(uuid.uuid4()),
             group=group,
@@ -58,6 +73,7 @@ class Attempt:
                 }
                 for plan in plans
             },
+            expires=expires,
         )
         write_json(attempt.uri(warehouse), attempt.to_dict())
         return attempt
@@ -79,13 +95,22 @@ class Attempt:
             "run_key": self.run_key,
             "namespace": self.namespace,
             "tables": self.tables,
+            "expires": list(self.expires),
             "started_at": dt.datetime.now(dt.UTC).isoformat(),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Attempt:
         """Inverse of :meth:`to_dict`."""
-        return cls(data["attempt_id"], data["group"], data["run_key"], data["namespace"], data["tables"])
+        return cls(data["attempt_id"], data["group"], data["run_key"], data["namespace"], data["tables"],
+                   tuple(data.get("expires", ())))
+
+    def recorded(self, ledger: Ledger) -> bool:
+        """Whether the ledger holds this attempt's outcome: its run's cut (kept or expired), or, for a
+        standalone expiry, its cuts expired."""
+        if self.expires:
+            return ledger.all_expired(self.group, self.expires)
+        return ledger.cut_for_run(self.group, self.run_key) is not None
 
     def delete_files(self) -> int:
         """Delete every metadata file this attempt wrote; returns how many were deleted."""
@@ -108,23 +133,28 @@ class Attempt:
             filesystem.delete_file(path)
 
 
-def attempt_state(attempt: Attempt, pointers: dict[str, str]) -> str:
-    """``committed``, ``dead`` (can never commit) or ``open`` (may still commit)."""
-    if any(pointers.get(name) == table["new"] for name, table in attempt.tables.items()):
+def attempt_state(attempt: Attempt, pointers: dict[str, str], recorded: bool) -> str:
+    """``committed``, ``dead`` (can never commit) or ``open`` (may still commit).
+
+    ``recorded``: the ledger holds the attempt's outcome (:meth:`Attempt.recorded`); a committed
+    attempt whose tables moved on since is known by it alone.
+    """
+    if recorded or any(pointers.get(name) == table["new"] for name, table in attempt.tables.items()):
         return "committed"
     if any(pointers.get(name) != table["base"] for name, table in attempt.tables.items()):
         return "dead"
     return "open"
 
 
-def abandon(catalog: SqlCatalog, warehouse: str, attempt: Attempt) -> None:
-    """Clean up after an attempt of this process whose transaction rolled back."""
+def abandon(catalog: SqlCatalog, ledger: Ledger, warehouse: str, attempt: Attempt) -> None:
+    """Clean up after an attempt of this process whose transaction rolled back (or seemed to)."""
     try:
         pointers = current_pointers(catalog, attempt.namespace, attempt.tables)
+        recorded = attempt.recorded(ledger)
     except Exception:  # the outcome is unknown without the catalog: a later sweep decides
         logger.warning("group=%s: publish attempt %s left for a later sweep", attempt.group, attempt.attempt_id)
         return
-    if attempt_state(attempt, pointers) == "committed":
+    if attempt_state(attempt, pointers, recorded) == "committed":
         attempt.forget(warehouse)
         return
     deleted = attempt.delete_files()
@@ -134,7 +164,7 @@ def abandon(catalog: SqlCatalog, warehouse: str, attempt: Attempt) -> None:
     )
 
 
-def sweep_attempts(catalog: SqlCatalog, warehouse: str, group: str) -> int:
+def sweep_attempts(catalog: SqlCatalog, ledger: Ledger, warehouse: str, group: str) -> int:
     """Delete the files of every dead attempt of ``group`` and the records of committed ones.
 
     Returns:
@@ -150,7 +180,8 @@ def sweep_attempts(catalog: SqlCatalog, warehouse: str, group: str) -> int:
         if data is None:
             continue
         attempt = Attempt.from_dict(data)
-        state = attempt_state(attempt, current_pointers(catalog, attempt.namespace, attempt.tables))
+        state = attempt_state(attempt, current_pointers(catalog, attempt.namespace, attempt.tables),
+                              attempt.recorded(ledger))
         if state == "dead":
             deleted += attempt.delete_files()
         if state != "open":

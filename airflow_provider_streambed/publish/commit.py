@@ -4,13 +4,15 @@ pyiceberg's ``SqlCatalog.commit_table`` swaps one table's pointer per transactio
 all of them at once, so this module updates the ``iceberg_tables`` rows itself (the layout is
 Iceberg's JDBC catalog's), each with compare-and-swap on the previous metadata location, inserts
 the rows of tables created by this cut, and records the cut in the ledger, in one transaction of
-the catalog database. Any failure rolls everything back.
+the catalog database. Cuts that expire with this publish leave the ledger in the same
+transaction (their tags and snapshots are gone from the members' new metadata). Any failure
+rolls everything back.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from functools import partial
 from typing import Protocol, cast
 
@@ -19,7 +21,7 @@ from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_streambed.exceptions import PublishConflictError
+from airflow_provider_streambed.exceptions import ExpiryConflictError, LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.tables import BuiltMember, MemberPlan
@@ -54,11 +56,13 @@ class GroupCommit(Protocol):
         cut_id: int,
         built: Mapping[str, BuiltMember],
         before_commit: BeforeCommit | None = None,
+        expired: Collection[int] = (),
     ) -> CutRecord:
-        """Commit the cut.
+        """Commit the cut, and the expiry of the cuts ``expired``.
 
         Raises:
             AlreadyPublished: the run is in the ledger already (nothing changed).
+            ExpiryConflictError: a cut in ``expired`` was pinned meanwhile (nothing changed).
             PublishConflictError: a member table or the group's cut sequence moved meanwhile.
         """
 
@@ -138,8 +142,10 @@ def commit_group(
     cut_id: int,
     built: Mapping[str, BuiltMember],
     before_commit: BeforeCommit | None = None,
+    expired: Collection[int] = (),
 ) -> CutRecord:
-    """The SQL catalog's :class:`GroupCommit`: every pointer swap and the cut's rows in one transaction.
+    """The SQL catalog's :class:`GroupCommit`: every pointer swap, the cut's rows and the expiry of
+    the cuts ``expired`` in one transaction.
 
     Raises:
         AlreadyPublished: the run is in the ledger already (nothing changed).
@@ -153,6 +159,10 @@ def commit_group(
         if before_commit is not None:
             before_commit(connection)
         record = record_cut(ledger, connection, group, run_key, watermark, cut_id, built)
+        try:
+            ledger.expire_cuts(connection, group, expired)
+        except LedgerError as error:
+            raise ExpiryConflictError(f"{error}; nothing was published either, a retry plans again") from error
     return record
 
 

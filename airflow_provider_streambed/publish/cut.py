@@ -3,9 +3,12 @@
 Steps: check the catalog can commit a group (before any work); return the run's cut if the
 ledger has it; check the manifests (every member, one W, W above the last cut); load every
 member table (one pointer query); move the staged files into the tables; record the attempt;
-build and write each member's new metadata (in parallel on remote storage); swap all pointers and record the cut
-in one transaction (:mod:`.commit`); then delete this run's staging, abandoned runs' staging
-and the metadata files of dead attempts. The caller advances the replication slot afterwards.
+plan the expiry of cuts the group's retention lets go; build and write each member's new
+metadata (in parallel on remote storage); swap all pointers, record the cut and expire the old
+ones in one transaction (:mod:`.commit`); then delete this run's staging, abandoned runs' staging
+and the metadata files of dead attempts, and apply the retention to what the commit could not
+take (:mod:`airflow_provider_streambed.retention.maintenance`). The caller advances the
+replication slot afterwards.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
+    ExpiryConflictError,
     PublishConflictError,
     PublishError,
 )
-from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
+from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.publish.attempts import Attempt, abandon, sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
 from airflow_provider_streambed.publish.commit import (
@@ -51,12 +56,12 @@ from airflow_provider_streambed.publish.tables import (
     build_carried,
     build_member,
     current_pointers,
-    cut_tag,
     move_staged_files,
     parallel,
     plan_members,
     stage_cut_updates,
 )
+from airflow_provider_streambed.retention.plan import plan_expiry
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -125,7 +130,7 @@ def publish_cut(
     if existing is not None:
         logger.info("group=%s cut=%d W=%s: run %s was published before", group.name, existing.cut_id,
                     existing.watermark, run_key)
-        _clean_up(catalog, ledger, group.name, run_key, existing, staging_retention_hours)
+        _clean_up(catalog, ledger, group, run_key, existing, staging_retention_hours)
         return existing
     pinned = ledger.get_run(group.name, run_key)
     watermark = run_watermark(group, run_key, manifests, carried, pinned.watermark if pinned else None)
@@ -137,7 +142,11 @@ def publish_cut(
     try:
         if commit is not None:
             assert isinstance(catalog, SqlCatalog)  # pointers and attempts are read from its tables (REST: issue 16)
-            record = _publish_group(catalog, ledger, draft, commit, before_commit)
+            try:
+                record = _publish_group(catalog, ledger, draft, commit, before_commit)
+            except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
+                logger.info("group=%s: %s", group.name, error)
+                record = _publish_group(catalog, ledger, draft, commit, before_commit)
         else:
             record = _publish_per_table(catalog, ledger, draft)
     except PublishConflictError:
@@ -148,7 +157,7 @@ def publish_cut(
         record = found
     logger.info("group=%s cut=%d W=%s: published %d members in %.3f s", group.name, record.cut_id, watermark,
                 len(record.members), time.perf_counter() - started)
-    _clean_up(catalog, ledger, group.name, run_key, record, staging_retention_hours)
+    _clean_up(catalog, ledger, group, run_key, record, staging_retention_hours)
     return record
 
 
@@ -164,28 +173,29 @@ def _publish_group(
     files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
+    expiry = plan_expiry(ledger, group, now(), adding=1, within={plan.table_name for plan in plans.values()})
 
     def build(plan: MemberPlan) -> BuiltMember:
         if (kept := draft.carried.get(plan.member)) is not None:
-            return build_carried(plan, kept.snapshot_id, tag)
+            return build_carried(plan, kept.snapshot_id, tag, expiry)
         return build_member(plan, files[plan.member], draft.snapshot_properties(plan.member), tag,
-                            attempt.commit_uuid)
+                            attempt.commit_uuid, expiry)
 
     try:
         built = parallel(build, plans.values(), warehouse)
         record = commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
-                        {member.plan.member: member for member in built}, before_commit)
+                        {member.plan.member: member for member in built}, before_commit, expiry.cut_ids)
     except AlreadyPublished as found:
-        abandon(catalog, warehouse, attempt)
+        abandon(catalog, ledger, warehouse, attempt)
         return found.record
     except IntegrityError as error:
-        abandon(catalog, warehouse, attempt)
+        abandon(catalog, ledger, warehouse, attempt)
         raise PublishConflictError(
             f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={draft.watermark} "
             "meanwhile; nothing was published"
         ) from error
     except BaseException:
-        abandon(catalog, warehouse, attempt)
+        abandon(catalog, ledger, warehouse, attempt)
         raise
     attempt.forget(warehouse)
     return record
@@ -222,14 +232,21 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft) -> Cut
         return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, built)
 
 
-def _clean_up(catalog: Catalog, ledger: Ledger, group: str, run_key: str, record: CutRecord, retention: float) -> None:
-    """Delete staging and orphaned metadata; failures are logged, never raised (the cut is published)."""
+def _clean_up(
+    catalog: Catalog, ledger: Ledger, group: RefreshGroup, run_key: str, record: CutRecord, retention: float
+) -> None:
+    """Delete staging and orphaned metadata, apply the group's retention; failures are logged, never
+    raised (the cut is published)."""
     warehouse = warehouse_of(catalog)
     try:
         if isinstance(catalog, SqlCatalog):
-            sweep_attempts(catalog, warehouse, group)
+            sweep_attempts(catalog, ledger, warehouse, group.name)
         # <table>/metadata/<file>.metadata.json -> <table>
         locations = [member.metadata_location.rsplit("/", 2)[0] for member in record.members.values()]
-        clean_staging(ledger, warehouse, group, run_key, locations, retention)
+        clean_staging(ledger, warehouse, group.name, run_key, locations, retention)
+        if group.retention is not None and isinstance(catalog, SqlCatalog):
+            from airflow_provider_streambed.retention.maintenance import apply_retention  # it imports this package
+
+            apply_retention(catalog, ledger, group, after_publish=True)
     except Exception as error:  # the cut stands; the next publish sweeps again
-        logger.warning("group=%s: cleanup after publish failed: %s", group, error)
+        logger.warning("group=%s: cleanup after publish failed: %s", group.name, error)

@@ -5,8 +5,9 @@ files read in parallel on remote storage), or stages a new table on first use, t
 pyiceberg ``Transaction`` the updates of one cut: schema evolution if the staged files gained columns,
 the default name mapping (Spark writes Parquet without field ids), one snapshot that replaces
 every previous file with the staged ones or (a merge-on-read mirror) adds the staged data and
-position-delete files to the previous ones, and the tag ``<group>-cut-<k>``. The
-resulting metadata file is written; the pointer is moved later, by the group commit.
+position-delete files to the previous ones, and the tag ``<group>-cut-<k>``; then the removal
+of the tags and snapshots of cuts that expire in the same commit. The resulting metadata file
+is written; the pointer is moved later, by the group commit.
 
 It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_create_staged_table``,
 ``_parse_metadata_version``, ``Transaction._updates``, and those named in :func:`apply_updates`);
@@ -53,6 +54,7 @@ from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
+from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -63,11 +65,6 @@ R = TypeVar("R")
 #: Threads for per-member file I/O (metadata reads, Parquet footers, Avro and JSON writes) on
 #: remote storage. On a local disk that work is CPU-bound Python: threads only contend for the GIL.
 IO_THREADS = 16
-
-
-def cut_tag(group: str, cut_id: int) -> str:
-    """The Iceberg tag of a member snapshot in cut ``cut_id``: ``<group>-cut-<k>``."""
-    return f"{group}-cut-{cut_id}"
 
 
 def run_data_dir(table_location: str, run_key: str) -> str:
@@ -354,22 +351,38 @@ class _MemoTransaction(Transaction):
         return self._memo[1]
 
 
-def build_carried(plan: MemberPlan, snapshot_id: int, tag: str) -> BuiltMember:
-    """Carry a member's snapshot into the cut: a metadata file that only adds the cut's tag to it."""
+def _write_metadata(plan: MemberPlan, transaction: Transaction, expiry: ExpiryPlan | None) -> None:
+    """Stage the table's part of ``expiry`` (after the cut's own updates, whose tag then protects
+    its snapshot) and write the new metadata file at ``plan.new_location`` (the metadata log
+    trimmed to the table's ``write.metadata.previous-versions-max``)."""
+    if expiry is not None:
+        stage_retention(transaction, plan.table_name, expiry)
+    metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
+    ToOutputFile.table_metadata(metadata, plan.table.io.new_output(plan.new_location))
+
+
+def build_carried(plan: MemberPlan, snapshot_id: int, tag: str, expiry: ExpiryPlan | None = None) -> BuiltMember:
+    """Carry a member's snapshot into the cut: a metadata file that only adds the cut's tag to it
+    (and removes what ``expiry`` names)."""
     transaction = _MemoTransaction(plan.table)
     with ManageSnapshots(transaction) as manage:
         manage.create_tag(snapshot_id, tag)
-    metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
-    ToOutputFile.table_metadata(metadata, plan.table.io.new_output(plan.new_location))
+    _write_metadata(plan, transaction, expiry)
     return BuiltMember(plan, snapshot_id, plan.new_location)
 
 
 def build_member(
-    plan: MemberPlan, files: MemberFiles, snapshot_properties: dict[str, str], tag: str, commit_uuid: object
+    plan: MemberPlan, files: MemberFiles, snapshot_properties: dict[str, str], tag: str, commit_uuid: object,
+    expiry: ExpiryPlan | None = None,
 ) -> BuiltMember:
-    """Stage the cut's updates for one member and write its new metadata file (no pointer move)."""
+    """Stage the cut's updates for one member (and the removals ``expiry`` names) and write its new
+    metadata file (no pointer move)."""
     transaction = _MemoTransaction(plan.table)
     snapshot_id = stage_cut_updates(transaction, files, snapshot_properties, tag, commit_uuid)
-    metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
-    ToOutputFile.table_metadata(metadata, plan.table.io.new_output(plan.new_location))
+    _write_metadata(plan, transaction, expiry)
     return BuiltMember(plan, snapshot_id, plan.new_location)
+
+
+def build_expiry(plan: MemberPlan, expiry: ExpiryPlan) -> None:
+    """Write ``plan.new_location``: the table's metadata without the expired tags and snapshots."""
+    _write_metadata(plan, _MemoTransaction(plan.table), expiry)

@@ -102,3 +102,17 @@ def rerun(dag: Any, dag_run: Any, task_ids: list[str]) -> str:
     state = str(run.state)
     session.close()
     return state
+
+
+def task_xcom(dag_run: Any, task_id: str) -> Any:
+    """The return value a task of ``dag_run`` pushed to XCom."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        value = session.scalar(select(XComModel.value).where(
+            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
+            XComModel.task_id == task_id, XComModel.key == "return_value",
+        ))
+    return json.loads(value) if isinstance(value, str) else value

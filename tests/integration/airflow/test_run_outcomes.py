@@ -34,7 +34,7 @@ from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, wait_for_quiet_wal
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.bank import check_cut
-from tests.integration.airflow.conftest import rerun, spark_kwargs, sync_dags
+from tests.integration.airflow.conftest import rerun, spark_kwargs, sync_dags, task_xcom
 from tests.integration.airflow.members import FLAKY_FLAG
 
 pytestmark = pytest.mark.slow
@@ -182,20 +182,6 @@ def test_retryable_failures_keep_the_run_final_ones_free_the_group(
     assert main(["runs", "list", "--group", "bank", "--catalog-uri", sqlite_catalog_uri, "--json"]) == 0
     outcomes = {run["run_key"]: run["outcome"] for run in json.loads(capsys.readouterr().out)}
     assert outcomes["run-c"] == "replaced by run-d" and outcomes["run-a"] == "published cut 2"
-
-
-def task_xcom(dag_run: Any, task_id: str) -> Any:
-    """The return value a task of ``dag_run`` pushed to XCom."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        value = session.scalar(select(XComModel.value).where(
-            XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id,
-            XComModel.task_id == task_id, XComModel.key == "return_value",
-        ))
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def asset_event_cuts(uri: str) -> list[int]:

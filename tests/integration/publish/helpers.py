@@ -12,6 +12,9 @@ from airflow_provider_streambed.declarations import RefreshGroup, SqlMember
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import (
+    DELETE_FIELD_IDS,
+    DELETE_FILE_PATH,
+    DELETE_POS,
     MemberManifest,
     join,
     member_dir,
@@ -78,3 +81,30 @@ def pin_and_stage(ledger: Ledger, warehouse: str, group: str, run_key: str, wate
     """Pin the run in the ledger (as capture does), then stage its outputs."""
     ledger.pin_run(group, run_key, watermark)
     return stage(warehouse, group, run_key, watermark, tables)
+
+
+def stage_delta(warehouse: str, group: str, run_key: str, watermark: Lsn, member: str, added: pa.Table,
+                deleted: list[tuple[str, int]]) -> MemberManifest:
+    """Stage a merge-on-read output: ``added`` rows, and position deletes (published file URI, row
+    position) over the member's previous snapshot, as the mirror refresh writes them."""
+    root = staging_root(warehouse, group, run_key)
+    data_dir = join(member_dir(root, member), "data")
+    filesystem, path = fs.FileSystem.from_uri(data_dir)
+    filesystem.create_dir(path, recursive=True)
+    data_uri = f"{data_dir}/part-00000-{run_key}.parquet"
+    pq.write_table(added, fs.FileSystem.from_uri(data_uri)[1])
+    deletes = ()
+    if deleted:
+        schema = pa.schema([
+            pa.field(name, kind, nullable=False, metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[name]).encode()})
+            for name, kind in ((DELETE_FILE_PATH, pa.string()), (DELETE_POS, pa.int64()))
+        ])
+        rows = pa.table([pa.array([p for p, _ in deleted]), pa.array([n for _, n in deleted], pa.int64())],
+                        schema=schema)
+        delete_uri = f"{data_dir}/delete-00000-{run_key}.parquet"
+        pq.write_table(rows, fs.FileSystem.from_uri(delete_uri)[1])
+        deletes = (delete_uri,)
+    manifest = MemberManifest(member, watermark, (data_uri,), added.num_rows, incremental=True,
+                              delete_files=deletes, deleted_rows=len(deleted))
+    write_json(member_manifest_uri(root, member), manifest.to_dict())
+    return manifest

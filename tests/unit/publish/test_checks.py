@@ -9,11 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_provider_streambed.exceptions import CatalogCapabilityError, PublishError
+from airflow_provider_streambed.ledger import cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import check_capability
 from airflow_provider_streambed.publish.attempts import Attempt, attempt_state
 from airflow_provider_streambed.publish.cut import run_watermark
-from airflow_provider_streambed.publish.tables import cut_tag, parallel, run_data_dir
+from airflow_provider_streambed.publish.tables import parallel, run_data_dir
 from airflow_provider_streambed.staging import MemberManifest
 from tests.integration.publish.helpers import make_group
 
@@ -40,10 +41,11 @@ def test_run_watermark_needs_every_member_at_one_w() -> None:
 def test_attempt_states_follow_the_pointers() -> None:
     attempt = Attempt("a", "bank", "r", "ns", {"t": {"base": "m1", "new": "m2", "metadata_dir": "x"},
                                                 "u": {"base": None, "new": "n1", "metadata_dir": "y"}})
-    assert attempt_state(attempt, {"t": "m1"}) == "open"
-    assert attempt_state(attempt, {"t": "m2", "u": "n1"}) == "committed"
-    assert attempt_state(attempt, {"t": "m3"}) == "dead"
-    assert attempt_state(attempt, {"t": "m1", "u": "other"}) == "dead"
+    assert attempt_state(attempt, {"t": "m1"}, recorded=False) == "open"
+    assert attempt_state(attempt, {"t": "m2", "u": "n1"}, recorded=False) == "committed"
+    assert attempt_state(attempt, {"t": "m3"}, recorded=False) == "dead"
+    assert attempt_state(attempt, {"t": "m1", "u": "other"}, recorded=False) == "dead"
+    assert attempt_state(attempt, {"t": "m3", "u": "n3"}, recorded=True) == "committed"  # moved on since
 
 
 def test_names() -> None:

@@ -1,0 +1,145 @@
+"""Which cuts of a group expire now, and what expiring them removes from each member table.
+
+A cut is due when it is not among the newest ``keep_last``, was published before
+``now - keep_newer_than`` and is not pinned (:func:`due_cuts`, pure). :func:`plan_expiry` reads
+the due cuts' members from the ledger and lists, per member table, the cuts' tags and the
+snapshots no kept cut uses; :func:`stage_retention` stages their removal on a pyiceberg
+``Transaction`` (a snapshot that a remaining tag or branch still names is never removed).
+
+Retention also bounds each member table's metadata log: a table that does not set
+``write.metadata.previous-versions-max`` gets it set to ``keep_last`` by the next commit, so
+the metadata files kept for the log grow with the retention, not with Iceberg's default of 100.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pyiceberg.table import TableProperties, Transaction
+from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
+
+from airflow_provider_streambed.declarations import CutRetention, RefreshGroup
+from airflow_provider_streambed.ledger import CutHead, Ledger, cut_tag
+
+#: At most this many cuts expire in one commit, so one run's expiry work stays bounded; a
+#: backlog (retention just turned on) shrinks by this much per publish or ``cuts expire``.
+MAX_CUTS_PER_COMMIT = 100
+
+
+def due_cuts(
+    heads: Sequence[CutHead], retention: CutRetention, now: dt.datetime, *, adding: int = 0,
+    limit: int = MAX_CUTS_PER_COMMIT,
+) -> tuple[int, ...]:
+    """The ids of the cuts that expire at ``now``, oldest first, at most ``limit``.
+
+    Args:
+        heads: every cut of the group, oldest first.
+        retention: the group's retention.
+        now: the time the expiry is judged at.
+        adding: cuts about to be published in the same commit (they count among the newest).
+        limit: the most cuts to expire at once.
+    """
+    older = heads[: max(0, len(heads) + adding - retention.keep_last)]
+    cutoff = now - retention.keep_newer_than
+    return tuple(head.cut_id for head in older if not head.pinned and head.published_at < cutoff)[:limit]
+
+
+@dataclass(frozen=True, slots=True)
+class TableExpiry:
+    """What expiring cuts removes from one member table.
+
+    Attributes:
+        tags: the expired cuts' tags.
+        snapshot_ids: the expired cuts' snapshots of the table that no kept cut uses.
+    """
+
+    tags: tuple[str, ...]
+    snapshot_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryPlan:
+    """The cuts of a group that expire in one commit, and per member table what goes.
+
+    Attributes:
+        group: the group name.
+        cut_ids: the expiring cuts.
+        tables: per table identifier (``namespace.table``), its :class:`TableExpiry`.
+        previous_versions: the metadata log length for tables that set none (``None``: no retention).
+    """
+
+    group: str
+    cut_ids: tuple[int, ...] = ()
+    tables: Mapping[str, TableExpiry] = field(default_factory=dict)
+    previous_versions: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.cut_ids)
+
+
+def plan_expiry(
+    ledger: Ledger, group: RefreshGroup, now: dt.datetime, *, adding: int = 0, within: Collection[str] | None = None
+) -> ExpiryPlan:
+    """The expiry due at ``now`` for ``group`` (empty without a retention).
+
+    Args:
+        ledger: the run ledger.
+        group: the group declaration (its ``retention``).
+        now: the time the expiry is judged at.
+        adding: cuts published in the same commit (see :func:`due_cuts`).
+        within: when given, only cuts whose member tables are all among these identifiers.
+    """
+    if group.retention is None:
+        return ExpiryPlan(group.name)
+    idle = ExpiryPlan(group.name, previous_versions=group.retention.keep_last)
+    due = due_cuts(ledger.cut_heads(group.name), group.retention, now, adding=adding)
+    cuts = ledger.cuts_by_id(group.name, due)
+    if within is not None:
+        cuts = {cut_id: cut for cut_id, cut in cuts.items()
+                if all(member.table_identifier in within for member in cut.members.values())}
+    if not cuts:
+        return idle
+    tags: dict[str, list[str]] = {}
+    snapshots: dict[str, set[int]] = {}
+    for cut_id, cut in sorted(cuts.items()):
+        for member in cut.members.values():
+            tags.setdefault(member.table_identifier, []).append(cut_tag(group.name, cut_id))
+            snapshots.setdefault(member.table_identifier, set()).add(member.snapshot_id)
+    used = ledger.snapshots_in_use(group.name, snapshots, excluding=cuts)
+    tables = {
+        table: TableExpiry(tuple(tags[table]), tuple(sorted(snapshots[table] - used.get(table, set()))))
+        for table in tags
+    }
+    return ExpiryPlan(group.name, tuple(sorted(cuts)), tables, idle.previous_versions)
+
+
+def stage_retention(transaction: Transaction, table: str, plan: ExpiryPlan) -> None:
+    """Stage on ``transaction`` (of table ``namespace.table``) what ``plan`` removes from it, and
+    the metadata log bound when the table sets none."""
+    if (expiry := plan.tables.get(table)) is not None:
+        stage_expiry(transaction, expiry)
+    properties = transaction.table_metadata.properties
+    if plan.previous_versions is not None and TableProperties.METADATA_PREVIOUS_VERSIONS_MAX not in properties:
+        transaction.set_properties({TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: str(plan.previous_versions)})
+
+
+def stage_expiry(transaction: Transaction, expiry: TableExpiry) -> None:
+    """Stage on ``transaction`` the removal of the expired tags, then of the snapshots no ref names.
+
+    Tags and snapshots already gone are skipped, so a plan applies to any later state of the table.
+    """
+    refs = transaction.table_metadata.refs
+    tags = [tag for tag in expiry.tags if tag in refs]
+    if tags:
+        with ManageSnapshots(transaction) as manage:
+            for tag in tags:
+                manage.remove_tag(tag)
+    metadata = transaction.table_metadata
+    named = {ref.snapshot_id for ref in metadata.refs.values()}
+    removable = [snapshot for snapshot in expiry.snapshot_ids
+                 if snapshot not in named and metadata.snapshot_by_id(snapshot) is not None]
+    if removable:
+        with ExpireSnapshots(transaction) as expire:
+            expire.by_ids(removable)
