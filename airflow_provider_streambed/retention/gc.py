@@ -125,7 +125,8 @@ def collect_garbage(
     warehouse = warehouse_of(catalog)
     cuts = ledger.list_cuts(group)
     tables = _table_locations(member for cut in cuts for member in cut.members.values())
-    listed = {info.path: (filesystem, info) for location in tables.values() for filesystem, info in _listing(location)}
+    listing = [entry for location in tables.values() for entry in _listing(location)]
+    listed = {info.path: (filesystem, info) for filesystem, info in listing if info.type == fs.FileType.File}
     published = ledger.published_run_keys(group)
     attempts = _open_attempts(warehouse, group)
     expiring = expiring or ExpiryPlan(group)
@@ -133,9 +134,10 @@ def collect_garbage(
             for member in cut.members.values()]
     needed, present = _references(catalog, tables, kept, expiring)
     absent = [location for identifier, location in tables.items() if identifier not in present]
+    data_dirs = [path_of(location).rstrip("/") + "/data/" for location in tables.values()]
     garbage = {
         path: info for path, (_, info) in listed.items()
-        if path not in needed and not _protected(path, tables, published, attempts) and not _under(path, absent)
+        if path not in needed and not _protected(path, data_dirs, published, attempts) and not _under(path, absent)
     }
     uri = journal_uri(warehouse, group)
     seen = (read_json(uri) or {}).get("files", {})
@@ -147,6 +149,7 @@ def collect_garbage(
         write_json(uri, {"files": first_seen, "last_run": now.isoformat()})
         _delete(due, listed)
         write_json(uri, {"files": {p: t for p, t in first_seen.items() if p not in due}, "last_run": now.isoformat()})
+        _delete_emptied_run_dirs(listing, set(listed) - set(due), tables, published)
         if due:
             logger.info("group=%s: deleted %d unreferenced files", group, len(due))
     return GcResult(tuple(due), len(garbage) - len(due), kept=len(listed) - len(garbage))
@@ -169,13 +172,15 @@ def _under(path: str, locations: Iterable[str]) -> bool:
 
 
 def _listing(location: str) -> list[tuple[fs.FileSystem, fs.FileInfo]]:
-    """The collectable files under ``location``'s ``data/`` and ``metadata/`` directories."""
+    """The collectable files under ``location``'s ``data/`` and ``metadata/`` directories, and the
+    run directories ``data/<run key>`` (none on object stores)."""
     filesystem, base = fs.FileSystem.from_uri(location)
     found = []
     for directory in ("data", "metadata"):
         selector = fs.FileSelector(f"{base}/{directory}", allow_not_found=True, recursive=True)
         found += [(filesystem, info) for info in filesystem.get_file_info(selector)
-                  if info.type == fs.FileType.File and info.base_name.endswith(COLLECTED_SUFFIXES)]
+                  if (info.type == fs.FileType.File and info.base_name.endswith(COLLECTED_SUFFIXES))
+                  or (info.type == fs.FileType.Directory and info.path.rsplit("/", 2)[-2] == "data")]
     return found
 
 
@@ -193,14 +198,14 @@ def _open_attempts(warehouse: str, group: str) -> list[Attempt]:
     return attempts
 
 
-def _protected(path: str, tables: Mapping[str, str], published: set[str], attempts: list[Attempt]) -> bool:
-    """Whether ``path`` belongs to an unpublished run's data or to a recorded attempt."""
+def _protected(path: str, data_dirs: list[str], published: set[str], attempts: list[Attempt]) -> bool:
+    """Whether ``path`` belongs to an unpublished run's data (under one of the tables' ``data_dirs``)
+    or to a recorded attempt."""
     name = path.rsplit("/", 1)[-1]
     if any(attempt.attempt_id in name or any(path == path_of(str(table["new"])) for table in attempt.tables.values())
            for attempt in attempts):
         return True
-    for location in tables.values():
-        base = path_of(location).rstrip("/") + "/data/"
+    for base in data_dirs:
         if path.startswith(base):
             parts = path[len(base):].split("/")
             return len(parts) < 2 or parts[0] not in published
@@ -270,6 +275,24 @@ def _snapshot_files(io: FileIO, snapshot: Snapshot, manifests: dict[str, list[st
         files.add(path_of(path))
         files.update(manifests[path])
     return files
+
+
+def _delete_emptied_run_dirs(
+    listing: list[tuple[fs.FileSystem, fs.FileInfo]],
+    remaining: set[str],
+    tables: Mapping[str, str],
+    published: set[str],
+) -> None:
+    """Delete the ``data/<run key>`` directories of published runs that no listed file is left in
+    (a published run's directory never gains a file again; a listing walks every directory)."""
+    bases = {path_of(location).rstrip("/") + "/data" for location in tables.values()}
+    occupied = {path.rsplit("/", 1)[0] for path in remaining}
+    for filesystem, info in listing:
+        parent, run_key = info.path.rsplit("/", 1)
+        emptied = info.path not in occupied and run_key in published
+        if info.type == fs.FileType.Directory and parent in bases and emptied:
+            with contextlib.suppress(FileNotFoundError):
+                filesystem.delete_dir(info.path)
 
 
 def _delete(paths: list[str], listed: Mapping[str, tuple[fs.FileSystem, fs.FileInfo]]) -> None:

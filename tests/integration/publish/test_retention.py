@@ -137,6 +137,8 @@ def test_thirty_runs_keep_the_newest_three_and_the_pinned_cut(
         # one metadata version per cut: the publish commits expired the old cuts, no separate commit did
         assert MetastoreCatalog._parse_metadata_version(current.metadata_location) == 29
         assert files_on_disk(catalog, table) == needed_files(catalog, ledger, table), table
+        data = Path(path_of(current.location())) / "data"
+        assert all(any(run.iterdir()) for run in data.iterdir()), "emptied run directories stay"
 
     for cut in (reader.get(5), reader.latest()):
         check_cut(cut)
@@ -364,3 +366,17 @@ def test_a_run_whose_cut_expired_still_counts_as_published(catalog: SqlCatalog, 
     again = publish_cut(catalog, ledger, GROUP, "r1", {})  # a cleared publish task of run r1
     assert (again.cut_id, again.watermark) == (1, Lsn(100))
     assert [cut.cut_id for cut in ledger.list_cuts("bank")] == [2, 3, 4]
+
+
+def test_a_kept_cut_whose_snapshot_another_writer_expired_keeps_its_files(
+    catalog: SqlCatalog, ledger: Ledger
+) -> None:
+    for k in range(1, 4):
+        publish_run(catalog, ledger, GROUP, k)
+    table = catalog.load_table(("ns", "accounts"))
+    snapshot = ledger.get_cut("bank", 1).members["accounts"].snapshot_id
+    table.manage_snapshots().remove_tag(cut_tag("bank", 1)).commit()
+    table.maintenance.expire_snapshots().by_id(snapshot).commit()
+    assert catalog.load_table(("ns", "accounts")).snapshot_by_id(snapshot) is None
+    collect_garbage(catalog, ledger, "bank", dt.timedelta(0))
+    check_cut(CutReader(catalog, "bank").get(1))  # read through cut 1's own metadata file
