@@ -5,9 +5,9 @@ Before a publish (or a cut expiry) writes any Iceberg metadata it records the at
 metadata location (the compare-and-swap base), the metadata file it is about to write and the
 commit UUID that names its manifests, and the cuts an expiry removes. If the process dies
 between the metadata write and the pointer commit, or between the commit and the removal of the
-record, the record stays. An attempt committed when the ledger holds its outcome (the run's cut,
-kept or expired; an expiry's cuts expired) or its new files are the current pointers: only its
-record is removed (its files are in use). Otherwise it is dead once any of its tables' pointers
+record, the record stays. An attempt committed when the ledger holds its outcome (the run's cut
+names its metadata files; an expiry's cuts expired) or its new files are the current pointers:
+only its record is removed (its files are in use). Otherwise it is dead once any of its tables' pointers
 has moved away from its base: its compare-and-swap can then never succeed, and its files are
 deleted. Attempts still based on the current pointers are left alone (they may be running).
 """
@@ -106,11 +106,20 @@ class Attempt:
                    tuple(data.get("expires", ())))
 
     def recorded(self, ledger: Ledger) -> bool:
-        """Whether the ledger holds this attempt's outcome: its run's cut (kept or expired), or, for a
-        standalone expiry, its cuts expired."""
+        """Whether the ledger holds this attempt's outcome: its run's cut names one of its metadata
+        files, or, for a standalone expiry, its cuts expired.
+
+        When the cut has expired since (its member rows are gone) or another expiry removed the
+        same cuts, the answer is yes: the files of the losing attempt then stay for the garbage
+        collection, which deletes whatever nothing references (a retention is on in both cases).
+        """
         if self.expires:
             return ledger.all_expired(self.group, self.expires)
-        return ledger.cut_for_run(self.group, self.run_key) is not None
+        cut = ledger.cut_for_run(self.group, self.run_key)
+        if cut is None:
+            return False
+        written = {table["new"] for table in self.tables.values()}
+        return cut.expired_at is not None or any(m.metadata_location in written for m in cut.members.values())
 
     def delete_files(self) -> int:
         """Delete every metadata file this attempt wrote; returns how many were deleted."""
