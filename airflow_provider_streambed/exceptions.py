@@ -70,6 +70,10 @@ class SlotError(SourceError):
     """The group's replication slot is missing, lost, busy or cannot be created."""
 
 
+class CaptureError(SourceError):
+    """The capture could not set up the source in time (slot creation or publication DDL waited too long)."""
+
+
 class UnsupportedTypeError(SourceError):
     """A mirrored column has a PostgreSQL type the type mapping does not carry (cast or drop it)."""
 

@@ -39,6 +39,7 @@ from airflow_provider_streambed.capture.slot import (
     warn_retention,
 )
 from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, ensure_source, slot_exists
+from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, SlotError, SourceError, WatermarkError
@@ -96,7 +97,7 @@ def _autocommit(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
 
 def _first_copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
-    stored: RunRecord | None, options: CopyOptions,
+    stored: RunRecord | None, options: CopyOptions, wait_timeout: float,
 ) -> dict[str, BootstrapCopy]:
     """The copies of a group's first run: reused when the slot is still where they were taken."""
     marker = read_marker(capture_dir)
@@ -114,7 +115,7 @@ def _first_copies(
     elif stored is not None:
         raise SlotError(f"group {group.name!r}: the slot vanished after W={stored.watermark} was pinned; {REMEDY}")
     check_slot_capacity(conn, group)
-    with create_slot_with_snapshot(conn, group) as created:
+    with create_slot_with_snapshot(conn, group, wait_timeout) as created:
         copies = copy_tables(conn, group, list(tables.values()), capture_dir, options, created.snapshot_name)
     write_marker(capture_dir, created.consistent_point, copies)
     return copies
@@ -150,11 +151,11 @@ def _existing_result(root: str, stored: RunRecord) -> CaptureResult | None:
 
 def _copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
-    stored: RunRecord | None, last: CutRecord | None, options: CopyOptions,
+    stored: RunRecord | None, last: CutRecord | None, options: CopyOptions, wait_timeout: float,
 ) -> dict[str, BootstrapCopy]:
     """The bootstrap copies this run needs: every table on the first run, else added members only."""
     if last is None:
-        return _first_copies(conn, group, tables, capture_dir, stored, options)
+        return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
     if check_slot(conn, group).confirmed_flush < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
     added = [table for member, table in tables.items() if member not in last.members]
@@ -217,6 +218,7 @@ def capture_run(
     wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
     dag_run: DagRunRef | None = None,
     copy: CopyOptions | None = None,
+    slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> CaptureResult | UnchangedRun:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -232,12 +234,16 @@ def capture_run(
         wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
         dag_run: the Airflow DAG run behind the run, recorded with its pin.
         copy: how bootstrap copies run (parallelism, progress); defaults of :class:`CopyOptions`.
+        slot_create_timeout_seconds: how long creating the slot (first run) and the publication DDL
+            may wait for other sessions' transactions and locks; they log whom they wait for every
+            15 s, then fail with ``CaptureError`` naming them.
 
     Returns:
         The capture, or :class:`UnchangedRun` when W equals the last cut's W (no WAL since it).
 
     Raises:
-        SourceError: the source cannot serve the group (SlotError for slot trouble).
+        SourceError: the source cannot serve the group (SlotError for slot trouble, CaptureError
+            when the slot creation or the publication DDL waited too long).
         WatermarkError: a flush timeout, or the run already published; InvalidWatermarkError
             (final) for a W that can never make a cut.
         DecodeError: the change stream could not be decoded.
@@ -256,9 +262,9 @@ def capture_run(
         return UnchangedRun.of(stored)
     if stored is not None and (done := _existing_result(root, stored)) is not None:
         return done
-    tables = ensure_source(conn, group, create_slot=False)
+    tables = ensure_source(conn, group, create_slot=False, wait_timeout=slot_create_timeout_seconds)
     last = ledger.last_cut(group.name)
-    copies = _copies(conn, group, tables, capture_dir, stored, last, copy or CopyOptions())
+    copies = _copies(conn, group, tables, capture_dir, stored, last, copy or CopyOptions(), slot_create_timeout_seconds)
     status = check_slot(conn, group)
     warn_retention(group, status, wal_retention_warn_bytes)
     start = status.confirmed_flush

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from airflow_provider_streambed.capture.names import slot_name
 from airflow_provider_streambed.capture.source import source_conninfo
+from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS, run_watched, running_transactions
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError
 from airflow_provider_streambed.lsn import Lsn
@@ -132,14 +133,18 @@ class CreatedSlot:
 
 
 @contextmanager
-def create_slot_with_snapshot(conn: psycopg.Connection[Any], group: RefreshGroup) -> Iterator[CreatedSlot]:
+def create_slot_with_snapshot(
+    conn: psycopg.Connection[Any], group: RefreshGroup, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> Iterator[CreatedSlot]:
     """Create the group's ``pgoutput`` slot and export the snapshot at its consistent point.
 
     The snapshot stays importable (``SET TRANSACTION SNAPSHOT``) while the ``with`` block runs:
     a copy taken in it holds exactly the transactions the slot will not decode. Creation waits
-    for running write transactions.
+    for the transactions running when it starts (prepared ones included), logging them every
+    15 s, for at most ``timeout`` seconds (:func:`.waits.run_watched`).
 
     Raises:
+        CaptureError: the creation waited ``timeout`` seconds; names the transactions, no slot is left.
         SlotError: the slot cannot be created (rights, capacity, pg_hba for replication).
     """
     name = slot_name(group)
@@ -151,11 +156,11 @@ def create_slot_with_snapshot(conn: psycopg.Connection[Any], group: RefreshGroup
             f"(pg_hba.conf must allow it and the role needs REPLICATION): {error.diag.message_primary}"
         ) from error
     with replication:
+        command = sql.SQL("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT").format(sql.Identifier(name))
         try:
-            command = sql.SQL("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput EXPORT_SNAPSHOT").format(
-                sql.Identifier(name)
-            )
-            row = replication.execute(command).fetchone()
+            row = run_watched(lambda: replication.execute(command).fetchone(), what=f"group {group.name!r}: creating "
+                              f"slot {name}", conninfo=source_conninfo(conn), waiter=replication.info.backend_pid,
+                              timeout=timeout, find=running_transactions)
         except psycopg.Error as error:
             raise SlotError(f"group {group.name!r}: cannot create slot {name!r}: {error}") from error
         assert row is not None

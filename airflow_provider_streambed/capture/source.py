@@ -20,6 +20,12 @@ from psycopg.conninfo import make_conninfo
 from airflow_provider_streambed.capture.names import mirror_table, publication_name, slot_name
 from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.typemap import PgType, TypeResolver
+from airflow_provider_streambed.capture.waits import (
+    DEFAULT_TIMEOUT_SECONDS,
+    lock_holders,
+    run_watched,
+    running_transactions,
+)
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError, SourceError
 
@@ -146,14 +152,25 @@ def describe_table(
     return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types)
 
 
-def sync_publication(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
+def sync_publication(
+    conn: psycopg.Connection[Any], group: RefreshGroup, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> None:
     """Create the group's publication, or set its tables to the declared mirrors.
 
     The publication publishes a partitioned table's changes under the table's own name
     (``publish_via_partition_root``); otherwise they would come under each partition's name,
-    which is no mirror's table, and be lost.
+    which is no mirror's table, and be lost. The DDL waits for conflicting table locks at most
+    ``timeout`` seconds, logging their holders (:func:`.waits.run_watched`).
+
+    Raises:
+        CaptureError: a statement waited ``timeout`` seconds (rolled back); names the lock holders.
     """
     name = publication_name(group)
+
+    def execute(statement: sql.Composed, what: str) -> None:
+        run_watched(lambda: conn.execute(statement), what=f"group {group.name!r}: {what} publication {name}",
+                    conninfo=source_conninfo(conn), waiter=conn.info.backend_pid, timeout=timeout, find=lock_holders)
+
     wanted = {m.qualified_table for m in group.mirrors}
     current = conn.execute(
         "SELECT schemaname::text || '.' || tablename::text FROM pg_publication_tables WHERE pubname = %s", (name,)
@@ -161,18 +178,18 @@ def sync_publication(conn: psycopg.Connection[Any], group: RefreshGroup) -> None
     row = conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (name,)).fetchone()
     tables = sql.SQL(", ").join(mirror_table(m) for m in group.mirrors)
     if row is None:
-        conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)").format(
-            sql.Identifier(name), tables))
+        execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)").format(
+            sql.Identifier(name), tables), "creating")
         logger.info("group=%s: created publication %s over %d tables", group.name, name, len(wanted))
         return
     if not row[0]:
-        conn.execute(sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(
-            sql.Identifier(name)))
+        execute(sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(sql.Identifier(name)),
+                "altering")
         logger.warning("group=%s: publication %s now publishes partitioned tables under their own name; if a mirror "
                        "is a partitioned table, the changes of its partitions were not captured before: re-create "
                        "the group", group.name, name)
     if {table for (table,) in current} != wanted:
-        conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), tables))
+        execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), tables), "altering")
         logger.info("group=%s: publication %s now covers %s", group.name, name, sorted(wanted))
 
 
@@ -201,7 +218,8 @@ def check_slot_capacity(conn: psycopg.Connection[Any], group: RefreshGroup) -> N
 
 
 def ensure_source(
-    conn: psycopg.Connection[Any], group: RefreshGroup, *, create_slot: bool = True
+    conn: psycopg.Connection[Any], group: RefreshGroup, *, create_slot: bool = True,
+    wait_timeout: float = DEFAULT_TIMEOUT_SECONDS,
 ) -> dict[str, SourceTable]:
     """Check the source and create (idempotently) the group's publication and slot.
 
@@ -212,22 +230,26 @@ def ensure_source(
         conn: an autocommit connection to the source database.
         group: the refresh group.
         create_slot: create the ``pgoutput`` slot if it is missing (without two-phase decoding).
+        wait_timeout: how long the publication DDL and the slot creation may wait for other
+            sessions (:mod:`.waits`).
 
     Returns:
         The mirrored tables by member name.
 
     Raises:
-        SourceError: a check failed (wal_level, rights, table, key, column types); SlotError for slots.
+        SourceError: a check failed (wal_level, rights, table, key, column types); SlotError for slots;
+            CaptureError when the DDL or the slot creation waited ``wait_timeout`` seconds.
     """
     check_server(conn, group)
     resolver = TypeResolver(conn)
     tables = {m.name: describe_table(conn, group, m, resolver) for m in group.mirrors}
-    sync_publication(conn, group)
+    sync_publication(conn, group, wait_timeout)
     if create_slot and not slot_exists(conn, group):
         check_slot_capacity(conn, group)
-        row = conn.execute(
-            "SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput', false, false)",
-            (slot_name(group),),
-        ).fetchone()
+        statement = "SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput', false, false)"
+        row = run_watched(lambda: conn.execute(statement, (slot_name(group),)).fetchone(),
+                          what=f"group {group.name!r}: creating slot {slot_name(group)}",
+                          conninfo=source_conninfo(conn), waiter=conn.info.backend_pid, timeout=wait_timeout,
+                          find=running_transactions)
         logger.info("group=%s: created slot %s at %s", group.name, slot_name(group), row[0] if row else "?")
     return tables

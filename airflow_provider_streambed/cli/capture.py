@@ -17,6 +17,7 @@ import psycopg
 
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.cli import (
     add_catalog_arguments,
     add_copy_parallelism_argument,
@@ -44,6 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-key", default=None, help="run key (default: a new one per call)")
     parser.add_argument("--watermark", default=None, help="explicit W as 'X/Y'")
     add_copy_parallelism_argument(parser)
+    parser.add_argument("--slot-create-timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
+                        metavar="SECONDS", help="how long creating the slot and the publication may wait for other "
+                        f"sessions' transactions and locks (default {DEFAULT_TIMEOUT_SECONDS:g})")
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds greater than 0 (``argparse`` type)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds greater than 0, not {text!r}")
+    return seconds
 
 
 def ledger_uri(args: argparse.Namespace) -> str:
@@ -75,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         watermark = Lsn.parse(args.watermark) if args.watermark else None
         with psycopg.connect(dsn, autocommit=True) as conn:
             result = capture_run(conn, group, ledger, run_key, warehouse, explicit_watermark=watermark,
-                                 copy=CopyOptions(args.copy_parallelism))
+                                 copy=CopyOptions(args.copy_parallelism),
+                                 slot_create_timeout_seconds=args.slot_create_timeout)
     except (StreambedError, ValueError) as error:
         logger.error("%s", error)
         return 1

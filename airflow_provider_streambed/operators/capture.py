@@ -12,6 +12,7 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
 from airflow_provider_streambed.capture.copy import TableProgress
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
+from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.ledger import Ledger, RunRecord
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
@@ -61,6 +62,9 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         copy_parallelism: connections a bootstrap copy uses; tables over 64 MiB are split into
             ctid ranges copied concurrently at one snapshot. Progress is logged every 10 s and sent
             as the gauge ``streambed.<group>.<member>.copied_rows``.
+        slot_create_timeout_seconds: how long creating the group's slot (first run) and its
+            publication DDL may wait for other sessions' transactions and locks (prepared ones
+            too); the task logs them every 15 s and then fails naming them (retryable).
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")
@@ -75,6 +79,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
         supersede_pending_runs: bool = False,
         copy_parallelism: int = DEFAULT_COPY_PARALLELISM,
+        slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("doc_md", DOC_MD)
@@ -87,6 +92,10 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         self.supersede_pending_runs = supersede_pending_runs
         self.copy_parallelism = copy_parallelism
         CopyOptions(copy_parallelism)  # checked when the DAG file is parsed
+        if not isinstance(slot_create_timeout_seconds, int | float) or slot_create_timeout_seconds <= 0:
+            raise ValueError(f"slot_create_timeout_seconds must be a number of seconds > 0, "
+                             f"got {slot_create_timeout_seconds!r}")
+        self.slot_create_timeout_seconds = float(slot_create_timeout_seconds)
 
     def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
         """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
@@ -113,6 +122,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 wal_retention_warn_bytes=self.wal_retention_warn_bytes,
                 dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
                 copy=CopyOptions(self.copy_parallelism, on_progress=self._copy_progress),
+                slot_create_timeout_seconds=self.slot_create_timeout_seconds,
             )
         confirm_claim(ledger, self.group.name, run_key)
         if isinstance(result, UnchangedRun):

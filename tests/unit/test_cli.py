@@ -79,3 +79,14 @@ def test_the_source_dsn_comes_from_the_environment(
                  "--warehouse", tmp_path.as_uri(), "--source-dsn-env", "MY_DSN"]
     assert main(arguments) == 2
     assert "set the source DSN in the environment variable MY_DSN" in capsys.readouterr().out
+
+
+def test_the_slot_create_timeout_is_a_positive_number_of_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    base = ["capture", "--group", "g.py:group", "--warehouse", "/tmp/w"]
+    assert parser.parse_args(base).slot_create_timeout == 600.0
+    assert parser.parse_args([*base, "--slot-create-timeout", "2.5"]).slot_create_timeout == 2.5
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*base, "--slot-create-timeout", bad])
+        assert "must be a number of seconds greater than 0" in capsys.readouterr().err

@@ -1,8 +1,9 @@
-"""Every templated field of the three operators renders; parsing opens no connection."""
+"""Every templated field of the three operators renders; parsing opens no connection and checks arguments."""
 
 from __future__ import annotations
 
 import pendulum
+import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, RefreshGroup
@@ -52,3 +53,10 @@ def test_publish_renders_connection_ids() -> None:
     assert task.source_conn_id == "prod_pg"
     assert task.trigger_rule == "all_success"
     assert task.doc_md is not None and "all_success" in task.doc_md
+
+
+def test_capture_checks_its_slot_timeout_when_the_dag_file_is_parsed() -> None:
+    with _dag():
+        assert CaptureWatermarkOperator(task_id="c", group=GROUP).slot_create_timeout_seconds == 600.0
+        with pytest.raises(ValueError, match="slot_create_timeout_seconds must be a number of seconds > 0, got 0"):
+            CaptureWatermarkOperator(task_id="d", group=GROUP, slot_create_timeout_seconds=0)
