@@ -125,6 +125,14 @@ def load_group(reference: str) -> RefreshGroup:
             module = importlib.import_module(location)
     except (ImportError, OSError) as error:
         raise DeclarationError(f"group reference {reference!r} cannot be loaded: {error}") from error
+    except SyntaxError as error:
+        raise DeclarationError(f"group reference {reference!r} cannot be loaded: {error.msg} "
+                               f"({error.filename}, line {error.lineno})") from error
+    except DeclarationError:
+        raise  # names the group and member at fault
+    except Exception as error:  # the file's own code failed: say where, not a traceback
+        raise DeclarationError(f"group reference {reference!r} cannot be loaded: {type(error).__name__}: {error}") \
+            from error
     group = getattr(module, variable, None)
     if not isinstance(group, RefreshGroup):
         raise DeclarationError(f"group reference {reference!r}: {variable!r} is not a RefreshGroup")

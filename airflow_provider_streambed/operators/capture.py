@@ -13,6 +13,8 @@ from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELIS
 from airflow_provider_streambed.capture.copy import TableProgress
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import InvalidWatermarkError
 from airflow_provider_streambed.ledger import Ledger, RunRecord
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
@@ -103,7 +105,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         from airflow_provider_streambed.catalog import warehouse_of
         from airflow_provider_streambed.hooks.source import StreambedSourceHook
 
-        explicit = Lsn.parse(self.watermark_lsn.strip()) if self.watermark_lsn.strip() not in ("", "None") else None
+        explicit = explicit_watermark(self.group, self.watermark_lsn)
         if (done := self.already_published(ledger, run_key)) is not None:
             return done
         supersede = self.supersede_pending_runs or bool(context["params"].get(SUPERSEDE_PARAM))
@@ -148,3 +150,19 @@ def dag_run_ended(ti: RuntimeTaskInstanceProtocol, run: RunRecord) -> bool:
         logger.warning("group=%s run=%s: cannot read the state of %s: %s", run.group, run.run_key, run.dag_run, error)
         return False
     return state in ENDED_DAG_RUN_STATES
+
+
+def explicit_watermark(group: RefreshGroup, text: str) -> Lsn | None:
+    """The rendered ``watermark_lsn`` as an LSN, ``None`` when empty.
+
+    Raises:
+        InvalidWatermarkError: the text is not an LSN (final: a retry renders the same text).
+    """
+    text = text.strip()
+    if text in ("", "None"):
+        return None
+    try:
+        return Lsn.parse(text)
+    except ValueError as error:
+        raise InvalidWatermarkError(f"group {group.name!r}: watermark_lsn {text!r} is not an LSN "
+                                    "(expected two hex numbers as 'XXXXXXXX/XXXXXXXX', e.g. 0/16B3748)") from error

@@ -31,12 +31,18 @@ def test_a_group_is_loaded_from_a_file_or_a_module(tmp_path: Path, monkeypatch: 
         ("missing.py:shop", r"group reference 'missing.py:shop' cannot be loaded"),
         ("shop_dag:not_a_group", r"'not_a_group' is not a RefreshGroup"),
         ("shop_dag:absent", r"'absent' is not a RefreshGroup"),
+        ("broken.py:shop", r"'broken.py:shop' cannot be loaded: '\(' was never closed \(.*broken.py, line 2\)"),
+        ("failing.py:shop", r"group reference 'failing.py:shop' cannot be loaded: NameError: name 'Mirorr' is not"),
+        ("invalid.py:shop", r"group name 'Shop!' is invalid"),
     ],
 )
 def test_bad_references_name_what_is_wrong(
     reference: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "shop_dag.py").write_text(DECLARATION)
+    (tmp_path / "broken.py").write_text("from airflow_provider_streambed import Mirror\nshop = RefreshGroup(\n")
+    (tmp_path / "failing.py").write_text("shop = Mirorr('public.orders')\n")
+    (tmp_path / "invalid.py").write_text(DECLARATION.replace('"shop"', '"Shop!"'))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DeclarationError, match=message):

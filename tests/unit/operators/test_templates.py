@@ -7,7 +7,9 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, RefreshGroup
-from airflow_provider_streambed.operators.capture import CaptureWatermarkOperator
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, is_final
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.operators.capture import CaptureWatermarkOperator, explicit_watermark
 from airflow_provider_streambed.operators.publish import PublishCutOperator
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
 from airflow_provider_streambed.task_group import WATERMARK_TEMPLATE
@@ -60,3 +62,11 @@ def test_capture_checks_its_slot_timeout_when_the_dag_file_is_parsed() -> None:
         assert CaptureWatermarkOperator(task_id="c", group=GROUP).slot_create_timeout_seconds == 600.0
         with pytest.raises(ValueError, match="slot_create_timeout_seconds must be a number of seconds > 0, got 0"):
             CaptureWatermarkOperator(task_id="d", group=GROUP, slot_create_timeout_seconds=0)
+
+
+def test_a_rendered_watermark_that_is_not_an_lsn_fails_for_good() -> None:
+    assert explicit_watermark(GROUP, " 0/16b3748 ") == Lsn.parse("0/16B3748")
+    assert explicit_watermark(GROUP, "") is None and explicit_watermark(GROUP, "None") is None
+    with pytest.raises(InvalidWatermarkError, match=r"group 'bank': watermark_lsn 'yesterday' is not an LSN") as bad:
+        explicit_watermark(GROUP, "yesterday")
+    assert is_final(bad.value)
