@@ -262,8 +262,10 @@ def capture_run(
         return UnchangedRun.of(stored)
     if stored is not None and (done := _existing_result(root, stored)) is not None:
         return done
-    tables = ensure_source(conn, group, create_slot=False, wait_timeout=slot_create_timeout_seconds)
     last = ledger.last_cut(group.name)
+    published = [m.qualified_table for m in group.mirrors if last is not None and m.name in last.members]
+    tables = ensure_source(conn, group, create_slot=False, wait_timeout=slot_create_timeout_seconds,
+                           published=published)
     copies = _copies(conn, group, tables, capture_dir, stored, last, copy or CopyOptions(), slot_create_timeout_seconds)
     status = check_slot(conn, group)
     warn_retention(group, status, wal_retention_warn_bytes)

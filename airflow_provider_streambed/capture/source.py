@@ -10,6 +10,7 @@ without a previous cut gets a bootstrap copy (see :mod:`.bootstrap`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,8 +153,17 @@ def describe_table(
     return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types)
 
 
+#: The tables a publication names (a partitioned table itself, whatever ``publish_via_partition_root``).
+_PUBLISHED_TABLES = (
+    "SELECT n.nspname::text || '.' || c.relname::text FROM pg_publication p "
+    "JOIN pg_publication_rel r ON r.prpubid = p.oid JOIN pg_class c ON c.oid = r.prrelid "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE p.pubname = %s"
+)
+
+
 def sync_publication(
-    conn: psycopg.Connection[Any], group: RefreshGroup, timeout: float = DEFAULT_TIMEOUT_SECONDS
+    conn: psycopg.Connection[Any], group: RefreshGroup, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    published: Collection[str] = (),
 ) -> None:
     """Create the group's publication, or set its tables to the declared mirrors.
 
@@ -162,8 +172,17 @@ def sync_publication(
     which is no mirror's table, and be lost. The DDL waits for conflicting table locks at most
     ``timeout`` seconds, logging their holders (:func:`.waits.run_watched`).
 
+    Args:
+        conn: an autocommit connection to the source.
+        group: the refresh group.
+        timeout: seconds the DDL may wait for locks.
+        published: the source tables (``schema.table``) of mirrors in the group's last cut: the
+            publication must still cover them, or their changes since it stopped were never
+            decoded.
+
     Raises:
         CaptureError: a statement waited ``timeout`` seconds (rolled back); names the lock holders.
+        SourceError: the publication was dropped or lost a table of the last cut (altered by hand).
     """
     name = publication_name(group)
 
@@ -172,10 +191,15 @@ def sync_publication(
                     conninfo=source_conninfo(conn), waiter=conn.info.backend_pid, timeout=timeout, find=lock_holders)
 
     wanted = {m.qualified_table for m in group.mirrors}
-    current = conn.execute(
-        "SELECT schemaname::text || '.' || tablename::text FROM pg_publication_tables WHERE pubname = %s", (name,)
-    ).fetchall()
+    current = conn.execute(_PUBLISHED_TABLES, (name,)).fetchall()
     row = conn.execute("SELECT pubviaroot FROM pg_publication WHERE pubname = %s", (name,)).fetchone()
+    if lost := sorted(set(published) - {table for (table,) in current}):
+        what = "was dropped" if row is None else f"no longer covers {', '.join(lost)}"
+        raise SourceError(
+            f"group {group.name!r}: publication {name} {what} (altered by hand?): changes made since were never "
+            "decoded, so the mirrors cannot follow; recreate the group under a new name (a fresh bootstrap) "
+            "or restore the publication and accept the gap"
+        )
     tables = sql.SQL(", ").join(mirror_table(m) for m in group.mirrors)
     if row is None:
         execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish_via_partition_root = true)").format(
@@ -219,7 +243,7 @@ def check_slot_capacity(conn: psycopg.Connection[Any], group: RefreshGroup) -> N
 
 def ensure_source(
     conn: psycopg.Connection[Any], group: RefreshGroup, *, create_slot: bool = True,
-    wait_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    wait_timeout: float = DEFAULT_TIMEOUT_SECONDS, published: Collection[str] = (),
 ) -> dict[str, SourceTable]:
     """Check the source and create (idempotently) the group's publication and slot.
 
@@ -232,6 +256,7 @@ def ensure_source(
         create_slot: create the ``pgoutput`` slot if it is missing (without two-phase decoding).
         wait_timeout: how long the publication DDL and the slot creation may wait for other
             sessions (:mod:`.waits`).
+        published: source tables of the last cut's mirrors (see :func:`sync_publication`).
 
     Returns:
         The mirrored tables by member name.
@@ -243,7 +268,7 @@ def ensure_source(
     check_server(conn, group)
     resolver = TypeResolver(conn)
     tables = {m.name: describe_table(conn, group, m, resolver) for m in group.mirrors}
-    sync_publication(conn, group, wait_timeout)
+    sync_publication(conn, group, wait_timeout, published)
     if create_slot and not slot_exists(conn, group):
         check_slot_capacity(conn, group)
         statement = "SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput', false, false)"
