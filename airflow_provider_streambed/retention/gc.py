@@ -80,11 +80,22 @@ class GcResult:
 
 
 def path_of(uri: str) -> str:
-    """The file system path of ``uri``, as ``pyarrow.fs`` lists it (``bucket/key`` on object stores)."""
+    """The file system path of ``uri``, as ``pyarrow.fs`` lists it (``bucket/key`` on object stores),
+    percent-decoded.
+
+    Iceberg writers differ on whether a URI's ``%XX`` is an escape (``Path.as_uri``, pyarrow) or
+    part of the name (pyiceberg's own file IO), so GC compares decoded forms on both sides
+    (:func:`key_of` for listed paths): a file matching a reference either way is kept.
+    """
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return unquote(parsed.path)
     return f"{parsed.netloc}{unquote(parsed.path)}"
+
+
+def key_of(listed_path: str) -> str:
+    """A listed path in the form :func:`path_of` gives references."""
+    return unquote(listed_path)
 
 
 def journal_uri(warehouse: str, group: str) -> str:
@@ -137,7 +148,8 @@ def collect_garbage(
     data_dirs = [path_of(location).rstrip("/") + "/data/" for location in tables.values()]
     garbage = {
         path: info for path, (_, info) in listed.items()
-        if path not in needed and not _protected(path, data_dirs, published, attempts) and not _under(path, absent)
+        if (key := key_of(path)) not in needed and not _protected(key, data_dirs, published, attempts)
+        and not _under(key, absent)
     }
     uri = journal_uri(warehouse, group)
     seen = (read_json(uri) or {}).get("files", {})
@@ -286,10 +298,10 @@ def _delete_emptied_run_dirs(
     """Delete the ``data/<run key>`` directories of published runs that no listed file is left in
     (a published run's directory never gains a file again; a listing walks every directory)."""
     bases = {path_of(location).rstrip("/") + "/data" for location in tables.values()}
-    occupied = {path.rsplit("/", 1)[0] for path in remaining}
+    occupied = {key_of(path).rsplit("/", 1)[0] for path in remaining}
     for filesystem, info in listing:
-        parent, run_key = info.path.rsplit("/", 1)
-        emptied = info.path not in occupied and run_key in published
+        parent, run_key = key_of(info.path).rsplit("/", 1)
+        emptied = f"{parent}/{run_key}" not in occupied and run_key in published
         if info.type == fs.FileType.Directory and parent in bases and emptied:
             with contextlib.suppress(FileNotFoundError):
                 filesystem.delete_dir(info.path)
