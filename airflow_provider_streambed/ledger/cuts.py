@@ -191,21 +191,13 @@ class CutLedger(LedgerDatabase):
         self, group: str, condition: ColumnElement[bool], prefix: str, connection: Connection | None
     ) -> None:
         """Raise :class:`CutExpiredError` for the newest expired cut of ``group`` matching ``condition``, if any."""
-        expired = expired_cuts_table.c
-        query = (
-            select(expired.cut_id, expired.watermark, expired.expired_at)
-            .where(expired.group_name == group, condition)
-            .order_by(expired.cut_id.desc())
-            .limit(1)
-        )
-        with self.connection(connection) as conn:
-            row = conn.execute(query).first()
-        if row is not None:
-            expired_at = as_utc(row.expired_at)
+        found = self._expired(group, condition, connection)
+        if found:
+            newest = found[-1]
             raise CutExpiredError(
-                f"group {group!r}: {prefix}cut {row.cut_id} (W={Lsn(int(row.watermark))}), which expired at "
-                f"{expired_at:%Y-%m-%d %H:%M:%S} UTC under the group's retention; pin cuts that must be kept",
-                expired_at,
+                f"group {group!r}: {prefix}cut {newest.cut_id} (W={newest.watermark}), which expired at "
+                f"{newest.expired_at:%Y-%m-%d %H:%M:%S} UTC under the group's retention; pin cuts that must be kept",
+                newest.expired_at,
             )
 
     def list_cuts(self, group: str, connection: Connection | None = None) -> list[CutRecord]:

@@ -18,7 +18,8 @@ import contextlib
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,6 +172,18 @@ def abandon(catalog: SqlCatalog, ledger: Ledger, warehouse: str, attempt: Attemp
     logger.info(
         "group=%s: rolled back attempt %s, deleted %d metadata files", attempt.group, attempt.attempt_id, deleted
     )
+
+
+@contextmanager
+def settled(catalog: SqlCatalog, ledger: Ledger, warehouse: str, attempt: Attempt) -> Iterator[None]:
+    """Run an attempt's build and commit: on any failure clean up after it (:func:`abandon`) and
+    re-raise, on success forget its record."""
+    try:
+        yield
+    except BaseException:
+        abandon(catalog, ledger, warehouse, attempt)
+        raise
+    attempt.forget(warehouse)
 
 
 def sweep_attempts(catalog: SqlCatalog, ledger: Ledger, warehouse: str, group: str) -> int:

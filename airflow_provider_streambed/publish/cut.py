@@ -34,7 +34,7 @@ from airflow_provider_streambed.exceptions import (
 )
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.ledger.schema import now
-from airflow_provider_streambed.publish.attempts import Attempt, abandon, sweep_attempts
+from airflow_provider_streambed.publish.attempts import Attempt, settled, sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
 from airflow_provider_streambed.publish.commit import (
     AlreadyPublished,
@@ -182,23 +182,17 @@ def _publish_group(
                             attempt.commit_uuid, expiry)
 
     try:
-        built = parallel(build, plans.values(), warehouse)
-        record = commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
-                        {member.plan.member: member for member in built}, before_commit, expiry.cut_ids)
+        with settled(catalog, ledger, warehouse, attempt):
+            built = parallel(build, plans.values(), warehouse)
+            return commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
+                          {member.plan.member: member for member in built}, before_commit, expiry.cut_ids)
     except AlreadyPublished as found:
-        abandon(catalog, ledger, warehouse, attempt)
         return found.record
     except IntegrityError as error:
-        abandon(catalog, ledger, warehouse, attempt)
         raise PublishConflictError(
             f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={draft.watermark} "
             "meanwhile; nothing was published"
         ) from error
-    except BaseException:
-        abandon(catalog, ledger, warehouse, attempt)
-        raise
-    attempt.forget(warehouse)
-    return record
 
 
 def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft) -> CutRecord:
@@ -239,7 +233,7 @@ def _clean_up(
     raised (the cut is published)."""
     warehouse = warehouse_of(catalog)
     try:
-        if isinstance(catalog, SqlCatalog):
+        if isinstance(catalog, SqlCatalog) and group.retention is None:  # apply_retention sweeps after its expiry
             sweep_attempts(catalog, ledger, warehouse, group.name)
         # <table>/metadata/<file>.metadata.json -> <table>
         locations = [member.metadata_location.rsplit("/", 2)[0] for member in record.members.values()]

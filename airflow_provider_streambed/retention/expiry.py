@@ -20,7 +20,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.ledger.schema import now as utc_now
-from airflow_provider_streambed.publish.attempts import Attempt, abandon
+from airflow_provider_streambed.publish.attempts import Attempt, settled
 from airflow_provider_streambed.publish.commit import swap_pointers
 from airflow_provider_streambed.publish.tables import MemberPlan, build_expiry, current_pointers, parallel, plan_members
 from airflow_provider_streambed.retention.plan import ExpiryPlan, plan_expiry
@@ -91,17 +91,13 @@ def _commit(catalog: SqlCatalog, ledger: Ledger, plan: ExpiryPlan, plans: list[M
     attempt = Attempt.start(warehouse, plan.group, f"expire-{plan.cut_ids[0]}-{plan.cut_ids[-1]}", namespace, plans,
                             expires=plan.cut_ids)
     try:
-        parallel(lambda member: build_expiry(member, plan), plans, warehouse)
-        with ledger.begin() as connection:
-            swap_pointers(catalog, connection, plan.group, plans)
-            ledger.expire_cuts(connection, plan.group, plan.cut_ids)
+        with settled(catalog, ledger, warehouse, attempt):
+            parallel(lambda member: build_expiry(member, plan), plans, warehouse)
+            with ledger.begin() as connection:
+                swap_pointers(catalog, connection, plan.group, plans)
+                ledger.expire_cuts(connection, plan.group, plan.cut_ids)
     except (PublishConflictError, LedgerError) as error:
-        abandon(catalog, ledger, warehouse, attempt)
         raise PublishConflictError(
             f"group {plan.group!r}: the expiry of cuts {list(plan.cut_ids)} lost to a concurrent change ({error}); "
             "nothing expired, the next expiry plans again"
         ) from error
-    except BaseException:
-        abandon(catalog, ledger, warehouse, attempt)
-        raise
-    attempt.forget(warehouse)

@@ -139,7 +139,7 @@ def collect_garbage(
     listing = [entry for location in tables.values() for entry in _listing(location)]
     listed = {info.path: (filesystem, info) for filesystem, info in listing if info.type == fs.FileType.File}
     published = ledger.published_run_keys(group)
-    attempts = _open_attempts(warehouse, group)
+    attempts = _Attempts.of(_open_attempts(warehouse, group))
     expiring = expiring or ExpiryPlan(group)
     kept = [member for cut in ledger.list_cuts(group) if cut.cut_id not in expiring.cut_ids  # read after the listing
             for member in cut.members.values()]
@@ -210,12 +210,24 @@ def _open_attempts(warehouse: str, group: str) -> list[Attempt]:
     return attempts
 
 
-def _protected(path: str, data_dirs: list[str], published: set[str], attempts: list[Attempt]) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Attempts:
+    """What the recorded attempts protect: files named by their ids, and their new metadata files."""
+
+    ids: tuple[str, ...]
+    metadata: frozenset[str]
+
+    @classmethod
+    def of(cls, attempts: list[Attempt]) -> _Attempts:
+        return cls(tuple(attempt.attempt_id for attempt in attempts),
+                   frozenset(path_of(str(table["new"])) for attempt in attempts for table in attempt.tables.values()))
+
+
+def _protected(path: str, data_dirs: list[str], published: set[str], attempts: _Attempts) -> bool:
     """Whether ``path`` belongs to an unpublished run's data (under one of the tables' ``data_dirs``)
     or to a recorded attempt."""
     name = path.rsplit("/", 1)[-1]
-    if any(attempt.attempt_id in name or any(path == path_of(str(table["new"])) for table in attempt.tables.values())
-           for attempt in attempts):
+    if path in attempts.metadata or any(attempt_id in name for attempt_id in attempts.ids):
         return True
     for base in data_dirs:
         if path.startswith(base):
@@ -237,6 +249,9 @@ def _references(
                 for name, location in current_pointers(catalog, namespace, names).items()}
     needed: set[str] = set()
     manifests: dict[str, list[str]] = {}
+    by_table: dict[str, list[CutMember]] = {}
+    for member in members:
+        by_table.setdefault(member.table_identifier, []).append(member)
     for identifier, location in pointers.items():
         io = load_file_io(catalog.properties, location)
         metadata = FromInputFile.table_metadata(io.new_input(location))
@@ -244,9 +259,7 @@ def _references(
         needed.update(path_of(file) for file in _metadata_files(location, metadata, log_limit))
         removed = expiring.tables[identifier].snapshot_ids if identifier in expiring.tables else ()
         snapshots = [snapshot for snapshot in metadata.snapshots if snapshot.snapshot_id not in removed]
-        for member in members:
-            if member.table_identifier != identifier:
-                continue
+        for member in by_table.get(identifier, []):
             needed.add(path_of(member.metadata_location))
             if metadata.snapshot_by_id(member.snapshot_id) is None:  # removed by another writer: read the cut's
                 snapshots += _cut_snapshot(io, member)
