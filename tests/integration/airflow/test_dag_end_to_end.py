@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import sys
@@ -14,8 +15,9 @@ import pytest
 from airflow.sdk import DAG, Asset
 from sqlalchemy import select
 
-from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, StreambedRefreshGroup
+from airflow_provider_streambed import CutRetention, Mirror, PythonMember, RefreshGroup, StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import Writer, load_bank, move_money
+from airflow_provider_streambed.exceptions import CutExpiredError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.run_key import make_run_key
@@ -142,3 +144,31 @@ def test_failed_member_retry_and_cleared_publish(bank_connections: dict[str, str
     assert [c.cut_id for c in ledger.list_cuts("bank_flaky")] == [1]
     assert not Path(urlparse(root).path).exists(), "a cleared published run captured or refreshed again"
     assert [event["cut_id"] for event in _asset_events(accounts_asset.uri)] == [1]
+
+
+def test_bank_under_a_retention_keeps_the_newest_cuts_through_spark_refreshes(
+    bank_connections: dict[str, str], pg_dsn: str
+) -> None:
+    from example_bank import bank
+
+    group = dataclasses.replace(bank, name="bank_kept",
+                                retention=CutRetention(2, keep_newer_than=dt.timedelta(0),
+                                                       delete_files_after=dt.timedelta(0)))
+    load_bank(pg_dsn)
+    with DAG("bank_kept_e2e", schedule=None, start_date=START, max_active_runs=1) as dag:
+        StreambedRefreshGroup(group, **spark_kwargs())
+    sync_dags(dag)
+    journal: set[int] = set()
+    rng = random.Random(11)
+    for run in range(4):
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            journal |= {move_money(conn, rng) for _ in range(20)}  # every run has changes to publish
+        dag_run = dag.test(logical_date=START + dt.timedelta(hours=run))
+        assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
+    reader = CutReader(bank_connections, group)
+    assert [cut.cut_id for cut in reader.list()] == [3, 4]
+    for cut in reader.list():
+        assert cut.verify() == []
+    assert check_cut(reader.latest(), journal) == journal
+    with pytest.raises(CutExpiredError, match="cut 2 "):
+        reader.get(2)
