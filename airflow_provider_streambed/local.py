@@ -79,6 +79,7 @@ def refresh_once(
     compact: str = "auto",
     spark_remote: str | None = None,
     copy_parallelism: int = DEFAULT_COPY_PARALLELISM,
+    resync: bool = False,
 ) -> RunResult:
     """Capture, refresh and publish one cut of ``group``; returns what the run did.
 
@@ -102,6 +103,8 @@ def refresh_once(
         spark_remote: a Spark Connect URL (``sc://host:port``): run the refresh on that server
             instead of spark-submit (``master`` and ``spark_conf`` are then unused).
         copy_parallelism: connections a bootstrap copy uses (large tables are split into ranges).
+        resync: re-synchronise the group after its slot was lost or dropped: copy every table
+            again and publish the copies as a new cut (see :func:`.capture.run.capture_run`).
 
     Raises:
         StreambedError: a step failed. After a retryable error the run stays pinned and can be
@@ -122,7 +125,7 @@ def refresh_once(
 
     try:
         return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
-                    supersede_pending_runs, times, compact, CopyOptions(copy_parallelism))
+                    supersede_pending_runs, times, compact, CopyOptions(copy_parallelism), resync)
     except Exception as error:
         settle_failure(ledger, group.name, run_key, error, will_retry=True)
         raise
@@ -131,7 +134,7 @@ def refresh_once(
 def _run(
     group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str,
     compute: Callable[[JobSpec, str], None], explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
-    compact: str, copy: CopyOptions,
+    compact: str, copy: CopyOptions, resync: bool,
 ) -> RunResult:
     """The three steps of :func:`refresh_once`."""
     from airflow_provider_streambed.capture.run import capture_run
@@ -150,7 +153,7 @@ def _run(
     admit_run(ledger, group.name, run_key, supersede=supersede)
     with psycopg.connect(source_dsn) as conn:
         captured = capture_run(conn, group, ledger, run_key, warehouse_of(catalog),
-                               explicit_watermark=explicit_watermark, copy=copy)
+                               explicit_watermark=explicit_watermark, copy=copy, resync=resync)
     confirm_claim(ledger, group.name, run_key)
     times.capture = time.perf_counter() - started
     if isinstance(captured, UnchangedRun):

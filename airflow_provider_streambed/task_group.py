@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator, Param, TaskGroup
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
-from airflow_provider_streambed.operators.capture import SUPERSEDE_PARAM, CaptureWatermarkOperator
+from airflow_provider_streambed.operators.capture import RESYNC_PARAM, SUPERSEDE_PARAM, CaptureWatermarkOperator
 from airflow_provider_streambed.operators.publish import PublishCutOperator
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
 from airflow_provider_streambed.task_plan import PlannedTask, plan_tasks
@@ -47,6 +47,17 @@ def supersede_param() -> Param:
         title="Supersede a pending run",
         description="When an earlier run of the group failed and was not retried, its pinned W blocks new runs. "
         "Tick to abandon that run (it is never published) and let this run pin a new W.",
+    )
+
+
+def resync_param() -> Param:
+    """The trigger-form Param that re-synchronises a group whose replication slot was lost."""
+    return Param(
+        False,
+        type="boolean",
+        title="Resync (copy every table again)",
+        description="Only when a run failed because the group's replication slot was lost or dropped: this run "
+        "copies every table again at a new slot and publishes the copies as a new cut. Older cuts stay readable.",
     )
 
 
@@ -98,7 +109,8 @@ class StreambedRefreshGroup(TaskGroup):
             "refresh": {"spark_conn_id": spark_conn_id, "conf": spark_conf, **(spark_options or {})},
             "publish": dict(publish_options or {}),
         }
-        for name, make_param in ((WATERMARK_PARAM, watermark_param), (SUPERSEDE_PARAM, supersede_param)):
+        params = ((WATERMARK_PARAM, watermark_param), (SUPERSEDE_PARAM, supersede_param), (RESYNC_PARAM, resync_param))
+        for name, make_param in params:
             if name not in self.dag.params:
                 self.dag.params[name] = make_param()
         tasks: dict[str, BaseOperator] = {}

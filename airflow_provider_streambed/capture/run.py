@@ -29,6 +29,7 @@ from airflow_provider_streambed.capture.bootstrap import (
 from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
+from airflow_provider_streambed.capture.names import slot_name
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
     REMEDY,
@@ -36,9 +37,10 @@ from airflow_provider_streambed.capture.slot import (
     check_slot,
     create_slot_with_snapshot,
     drop_slot,
+    slot_position,
     warn_retention,
 )
-from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, ensure_source, slot_exists
+from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, ensure_source
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
@@ -99,21 +101,25 @@ def _first_copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
     stored: RunRecord | None, options: CopyOptions, wait_timeout: float,
 ) -> dict[str, BootstrapCopy]:
-    """The copies of a group's first run: reused when the slot is still where they were taken."""
+    """The copies of a group's first run or of a resync, taken at a new slot's consistent point;
+    reused when the slot is still where they were taken (a retry)."""
     marker = read_marker(capture_dir)
-    if slot_exists(conn, group):
-        confirmed = check_slot(conn, group).confirmed_flush
-        if marker is not None and marker.consistent_point == confirmed and set(marker.copies) == set(tables):
-            logger.info("group=%s: reusing the bootstrap copies at %s", group.name, confirmed)
+    position = slot_position(conn, group)
+    if position is not None:
+        if marker is not None and marker.consistent_point == position and set(marker.copies) == set(tables):
+            logger.info("group=%s: reusing the bootstrap copies at %s", group.name, position)
             return marker.copies
         if stored is not None:
             raise SlotError(
                 f"group {group.name!r}: run pinned W={stored.watermark} but its bootstrap copies are gone; "
                 "start a new run"
             )
-        drop_slot(conn, group)  # nothing pinned or published from it yet
+        logger.warning("group=%s: dropping slot %s at %s to copy every table again", group.name, slot_name(group),
+                       position)
+        drop_slot(conn, group)  # this run copies every table: nothing decoded from the old slot is needed
     elif stored is not None:
-        raise SlotError(f"group {group.name!r}: the slot vanished after W={stored.watermark} was pinned; {REMEDY}")
+        raise SlotError(f"group {group.name!r}: the slot vanished after run {stored.run_key!r} pinned "
+                        f"W={stored.watermark}; supersede that run, then {REMEDY}")
     check_slot_capacity(conn, group)
     with create_slot_with_snapshot(conn, group, wait_timeout) as created:
         copies = copy_tables(conn, group, list(tables.values()), capture_dir, options, created.snapshot_name)
@@ -151,12 +157,24 @@ def _existing_result(root: str, stored: RunRecord) -> CaptureResult | None:
 
 def _copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
-    stored: RunRecord | None, last: CutRecord | None, options: CopyOptions, wait_timeout: float,
+    stored: RunRecord | None, last: CutRecord | None, resync: bool, options: CopyOptions, wait_timeout: float,
 ) -> dict[str, BootstrapCopy]:
-    """The bootstrap copies this run needs: every table on the first run, else added members only."""
-    if last is None:
+    """The bootstrap copies this run needs: every table on the first run and on a resync, else
+    added members only.
+
+    Raises:
+        SlotError: the slot is missing, lost, or starts after the last cut's W (re-created, e.g.
+            by a resync that has not published yet): the changes in between are not in it.
+    """
+    if last is None or resync:
         return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
-    if check_slot(conn, group).confirmed_flush < last.watermark:
+    confirmed = check_slot(conn, group).confirmed_flush
+    if confirmed > last.watermark:
+        raise SlotError(
+            f"group {group.name!r}: slot {slot_name(group)!r} starts at {confirmed}, after the last cut's "
+            f"W={last.watermark} (it was re-created or advanced by hand), so {REMEDY}"
+        )
+    if confirmed < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
     added = [table for member, table in tables.items() if member not in last.members]
     return _added_copies(conn, group, added, capture_dir, options)
@@ -219,6 +237,7 @@ def capture_run(
     dag_run: DagRunRef | None = None,
     copy: CopyOptions | None = None,
     slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    resync: bool = False,
 ) -> CaptureResult | UnchangedRun:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -237,6 +256,10 @@ def capture_run(
         slot_create_timeout_seconds: how long creating the slot (first run) and the publication DDL
             may wait for other sessions' transactions and locks; they log whom they wait for every
             15 s, then fail with ``CaptureError`` naming them.
+        resync: re-synchronise a group whose slot was lost or dropped: drop the slot if it is
+            still there, create a new one and copy every table at its consistent point, as on
+            the first run; the cut of this run replaces every member whole, and the group's
+            older cuts stay readable. A retry of the run reuses its copies.
 
     Returns:
         The capture, or :class:`UnchangedRun` when W equals the last cut's W (no WAL since it).
@@ -265,8 +288,9 @@ def capture_run(
     last = ledger.last_cut(group.name)
     published = [m.qualified_table for m in group.mirrors if last is not None and m.name in last.members]
     tables = ensure_source(conn, group, create_slot=False, wait_timeout=slot_create_timeout_seconds,
-                           published=published)
-    copies = _copies(conn, group, tables, capture_dir, stored, last, copy or CopyOptions(), slot_create_timeout_seconds)
+                           published=() if resync else published)
+    copies = _copies(conn, group, tables, capture_dir, stored, last, resync, copy or CopyOptions(),
+                     slot_create_timeout_seconds)
     status = check_slot(conn, group)
     warn_retention(group, status, wal_retention_warn_bytes)
     start = status.confirmed_flush

@@ -27,9 +27,9 @@ logger = logging.getLogger(__name__)
 
 #: What to do when the slot is gone: a fresh slot would silently skip transactions.
 REMEDY = (
-    "changes since the last cut cannot be recovered; re-bootstrap the group: drop the slot if it still "
-    "exists, then capture under a new group name (or remove the group's cuts from the ledger) so that "
-    "the first run copies every table again"
+    "the changes since the last cut cannot be decoded any more; re-synchronise the group: trigger a run with "
+    "the Param resync (or run `streambed resync --group ...`), which drops the slot, copies every table again "
+    "and publishes the copies as a new cut (the older cuts stay readable)"
 )
 
 _STATUS_QUERY = """
@@ -72,8 +72,19 @@ def check_slot(conn: psycopg.Connection[Any], group: RefreshGroup) -> SlotStatus
             "another run of the group is reading it, retry when it has finished"
         )
     if two_phase:
-        raise SlotError(f"group {group.name!r}: slot {name!r} was created with two_phase; drop it and re-bootstrap")
+        raise SlotError(f"group {group.name!r}: slot {name!r} was created with two_phase, which streambed does not "
+                        "decode; re-synchronise the group: trigger a run with the Param resync, or `streambed resync`")
     return SlotStatus(Lsn.parse(confirmed), Lsn.parse(restart), int(retained or 0), safe_size)
+
+
+def slot_position(conn: psycopg.Connection[Any], group: RefreshGroup) -> Lsn | None:
+    """The group's slot's ``confirmed_flush_lsn`` whatever its health, or ``None`` when it does not exist."""
+    row = conn.execute(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+        "WHERE slot_name = %s AND database = current_database()",
+        (slot_name(group),),
+    ).fetchone()
+    return None if row is None or row[0] is None else Lsn.parse(row[0])
 
 
 def warn_retention(group: RefreshGroup, status: SlotStatus, threshold_bytes: int) -> None:
@@ -96,15 +107,11 @@ def advance_slot(conn: psycopg.Connection[Any], group: RefreshGroup, watermark: 
     """
     name = slot_name(group)
     with conn.transaction():
-        row = conn.execute(
-            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
-            "WHERE slot_name = %s AND database = current_database()",
-            (name,),
-        ).fetchone()
-        if row is None:
+        position = slot_position(conn, group)
+        if position is None:
             raise SlotError(f"group {group.name!r}: cannot advance slot {name!r} to W={watermark}: it does not exist")
-        if Lsn.parse(row[0]) >= watermark:
-            logger.info("group=%s W=%s: slot %s already at %s", group.name, watermark, name, row[0])
+        if position >= watermark:
+            logger.info("group=%s W=%s: slot %s already at %s", group.name, watermark, name, position)
             return
         reached = conn.execute(
             "SELECT end_lsn::text FROM pg_replication_slot_advance(%s, %s::text::pg_lsn)", (name, str(watermark))

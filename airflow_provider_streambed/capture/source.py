@@ -197,8 +197,9 @@ def sync_publication(
         what = "was dropped" if row is None else f"no longer covers {', '.join(lost)}"
         raise SourceError(
             f"group {group.name!r}: publication {name} {what} (altered by hand?): changes made since were never "
-            "decoded, so the mirrors cannot follow; recreate the group under a new name (a fresh bootstrap) "
-            "or restore the publication and accept the gap"
+            "decoded, so the mirrors cannot follow; re-synchronise the group (trigger a run with the Param resync, "
+            "or run `streambed resync --group ...`: it copies every table again into a new cut), or restore the "
+            "publication and accept the gap"
         )
     tables = sql.SQL(", ").join(mirror_table(m) for m in group.mirrors)
     if row is None:

@@ -33,6 +33,7 @@ COMMANDS = {
     "cuts": "list, show, verify, pin or unpin a group's published cuts, or expire them under its retention",
     "capture": "capture a group's changes up to a new W, for debugging",
     "refresh": "run one refresh (capture, refresh, publish) of a group without Airflow",
+    "resync": "re-synchronise a group whose slot was lost: copy every table again into a new cut",
     "runs": "list a group's runs, or supersede an unpublished run that blocks the group",
     "spark-connect": "start, stop or check a local Spark Connect server (for --spark-remote)",
 }

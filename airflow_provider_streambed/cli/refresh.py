@@ -22,6 +22,7 @@ from airflow_provider_streambed.lsn import Lsn
 
 logger = logging.getLogger(__name__)
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``streambed refresh``."""
     add_group_argument(parser)
@@ -35,10 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
     add_copy_parallelism_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the cut as JSON")
+    parser.set_defaults(resync=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handle ``streambed refresh``; returns the exit code."""
+    """Handle ``streambed refresh`` (and ``streambed resync``); returns the exit code."""
     from airflow_provider_streambed.local import refresh_once
 
     if (dsn := source_dsn(args)) is None:
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
             explicit_watermark=Lsn.parse(args.watermark) if args.watermark else None,
             supersede_pending_runs=args.supersede_pending,
             copy_parallelism=args.copy_parallelism,
+            resync=args.resync,
         )
     except StreambedError as error:
         print(f"error: {error}")

@@ -29,6 +29,8 @@ ENDED_DAG_RUN_STATES = frozenset({"success", "failed"})
 
 #: The trigger-form Param that lets one run supersede the group's pending (failed, unpublished) run.
 SUPERSEDE_PARAM = "supersede_pending_runs"
+#: The trigger-form Param that re-synchronises a group whose slot was lost (copies every table again).
+RESYNC_PARAM = "resync"
 
 DOC_MD = """
 ### capture_watermark
@@ -40,7 +42,8 @@ copies every table instead). Transactions open longer than `holdback_warn_second
 
 Trigger with Param `watermark_lsn` (e.g. `0/16B3748`) to pin an explicit W. While another run of
 the group is pinned and unpublished this task fails; trigger with Param `supersede_pending_runs`
-to abandon that run instead (its W is never published).
+to abandon that run instead (its W is never published). When the group's replication slot was
+lost or dropped, trigger with Param `resync`: the run copies every table again into a new cut.
 """
 
 
@@ -67,6 +70,9 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         slot_create_timeout_seconds: how long creating the group's slot (first run) and its
             publication DDL may wait for other sessions' transactions and locks (prepared ones
             too); the task logs them every 15 s and then fails naming them (retryable).
+        resync: re-synchronise the group (also when the run was triggered with the Param
+            ``resync`` set): for a group whose slot was lost or dropped, copy every table again
+            at a new slot and publish the copies as a new cut; older cuts stay readable.
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")
@@ -82,6 +88,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         supersede_pending_runs: bool = False,
         copy_parallelism: int = DEFAULT_COPY_PARALLELISM,
         slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        resync: bool = False,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("doc_md", DOC_MD)
@@ -98,6 +105,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
             raise ValueError(f"slot_create_timeout_seconds must be a number of seconds > 0, "
                              f"got {slot_create_timeout_seconds!r}")
         self.slot_create_timeout_seconds = float(slot_create_timeout_seconds)
+        self.resync = resync
 
     def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
         """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
@@ -125,6 +133,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
                 copy=CopyOptions(self.copy_parallelism, on_progress=self._copy_progress),
                 slot_create_timeout_seconds=self.slot_create_timeout_seconds,
+                resync=self.resync or bool(context["params"].get(RESYNC_PARAM)),
             )
         confirm_claim(ledger, self.group.name, run_key)
         if isinstance(result, UnchangedRun):

@@ -65,7 +65,7 @@ def test_every_subcommand_takes_the_group_and_catalog_the_same_way(capsys: pytes
             parser.parse_args([name, "--help"])
         usage = capsys.readouterr().out
         assert "--group GROUP" in usage and "--catalog-uri CATALOG_URI" in usage, name
-        assert ("--source-dsn-env" in usage) == (name in ("capture", "refresh")), name
+        assert ("--source-dsn-env" in usage) == (name in ("capture", "refresh", "resync")), name
         assert "--dsn " not in usage, name
 
 

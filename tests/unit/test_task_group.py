@@ -41,6 +41,7 @@ def test_classic_dag_gets_three_chained_tasks_and_the_params() -> None:
     assert "watermark_lsn" in the_dag.params
     assert the_dag.params["watermark_lsn"] is None
     assert the_dag.params["supersede_pending_runs"] is False
+    assert the_dag.params["resync"] is False
 
 
 def test_decorated_dag_and_custom_group_id() -> None:
