@@ -169,7 +169,8 @@ def _copies(
     if last is None or resync:
         return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
     confirmed = check_slot(conn, group).confirmed_flush
-    if confirmed > last.watermark:
+    behind = stored is not None and stored.watermark < confirmed  # fails finally when pinned, below
+    if confirmed > last.watermark and not behind:
         raise SlotError(
             f"group {group.name!r}: slot {slot_name(group)!r} starts at {confirmed}, after the last cut's "
             f"W={last.watermark} (it was re-created or advanced by hand), so {REMEDY}"

@@ -138,5 +138,5 @@ def test_slot_health_and_advance(source: Conn, ledger: Ledger, warehouse: str) -
     advance_slot(source, group, Lsn(16))  # never backwards: a no-op
     assert check_slot(source, group).confirmed_flush == publish_again == first.watermark
     drop_slot(source, group)
-    with pytest.raises(SlotError, match="replication slot 'streambed_g' does not exist; the changes since the last cut.*Param resync"):
+    with pytest.raises(SlotError, match=r"slot 'streambed_g' does not exist; the changes since.*Param resync"):
         capture_run(source, group, ledger, "r2", warehouse)
