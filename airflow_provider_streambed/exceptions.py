@@ -94,6 +94,11 @@ class PublishError(StreambedError):
     """A cut could not be published."""
 
 
+class DamagedOutputError(PublishError):
+    """A member's staged output lost a file or has a truncated one; nothing was published, and
+    the output was discarded so that the refresh step computes it again."""
+
+
 class PublishConflictError(PublishError):
     """A member table was changed by another writer; nothing was published."""
 

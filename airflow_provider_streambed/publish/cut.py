@@ -62,9 +62,10 @@ from airflow_provider_streambed.publish.tables import (
     stage_cut_updates,
 )
 from airflow_provider_streambed.retention.plan import plan_expiry
-from airflow_provider_streambed.staging import MemberManifest
+from airflow_provider_streambed.staging import MemberManifest, publishing_marker_uri, staging_root, write_json
 
 logger = logging.getLogger(__name__)
+
 
 def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | None = None) -> GroupCommit | None:
     """The catalog's atomic group commit for ``group``; ``None`` when the group opted out (``per_table``).
@@ -139,16 +140,18 @@ def publish_cut(
     started = time.perf_counter()
     draft = CutDraft(group, run_key, watermark, cut_id, last, manifests,
                      carried_members(group.name, run_key, carried, last))
+    root = staging_root(warehouse_of(catalog), group.name, run_key)
+    write_json(publishing_marker_uri(root), {"run_key": run_key, "started_at": now().isoformat()})
     try:
         if commit is not None:
             assert isinstance(catalog, SqlCatalog)  # pointers and attempts are read from its tables (REST: issue 16)
             try:
-                record = _publish_group(catalog, ledger, draft, commit, before_commit)
+                record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
             except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
                 logger.info("group=%s: %s", group.name, error)
-                record = _publish_group(catalog, ledger, draft, commit, before_commit)
+                record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
         else:
-            record = _publish_per_table(catalog, ledger, draft)
+            record = _publish_per_table(catalog, ledger, draft, root)
     except PublishConflictError:
         if (found := ledger.cut_for_run(group.name, run_key)) is None:
             raise
@@ -162,15 +165,16 @@ def publish_cut(
 
 
 def _publish_group(
-    catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, commit: GroupCommit, before_commit: BeforeCommit | None
+    catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, root: str, commit: GroupCommit,
+    before_commit: BeforeCommit | None,
 ) -> CutRecord:
-    """Atomic publish: every member pointer and the ledger rows in one catalog commit."""
+    """Atomic publish: every member pointer and the ledger rows in one catalog commit (staged at ``root``)."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     warehouse = warehouse_of(catalog)
     pointers = current_pointers(catalog, group.namespace, draft.members)
     plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers)
     check_unchanged(group.name, plans, draft.last)
-    files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
+    files = {name: move_staged_files(plans[name], manifests[name], run_key, root) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
     expiry = plan_expiry(ledger, group, now(), adding=1, within={plan.table_name for plan in plans.values()})
@@ -195,7 +199,7 @@ def _publish_group(
         ) from error
 
 
-def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft) -> CutRecord:
+def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str) -> CutRecord:
     """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
@@ -215,7 +219,7 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft) -> Cut
             location = catalog.load_table(plan.identifier).metadata_location
             built[plan.member] = BuiltMember(plan, kept.snapshot_id, location)
             continue
-        files = move_staged_files(plan, manifests[plan.member], run_key)
+        files = move_staged_files(plan, manifests[plan.member], run_key, root)
         if plan.base_location is None:
             transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
         else:

@@ -51,11 +51,12 @@ from pyiceberg.utils.datetime import datetime_to_millis
 from sqlalchemy import select
 
 from airflow_provider_streambed.catalog import warehouse_of
-from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.exceptions import DamagedOutputError, PublishError
 from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
+from airflow_provider_streambed.staging.members import discard_member_output
 
 logger = logging.getLogger(__name__)
 
@@ -206,31 +207,46 @@ class MemberFiles:
     incremental: bool = False
 
 
-def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> MemberFiles:
+def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str, root: str) -> MemberFiles:
     """Move a member's staged files into its table's ``data/<run key>/``; returns the new URIs.
 
     Position deletes of a whole output name its own data files (an adopted bootstrap copy): they
     are rewritten with the files' new paths (Iceberg's ``rewrite_table_path`` does the same),
     the others name files of the previous snapshot, which do not move. Idempotent: a file already
     moved by an earlier attempt of the same run is found in place.
+
+    Raises:
+        DamagedOutputError: a staged file is truncated (not its staged size) or missing (and not
+            moved either); the member's output under the staging ``root`` is discarded first, so
+            the refresh step computes it again.
     """
     target_dir = run_data_dir(plan.table.metadata.location, run_key)
 
     def target_of(source: str) -> str:
         return f"{target_dir}/{source.rsplit('/', 1)[-1]}"
 
+    def damaged(problem: str) -> DamagedOutputError:
+        discard_member_output(root, plan.member)
+        return DamagedOutputError(
+            f"member {plan.member!r}: {problem}; nothing was published and its staged output was discarded: run "
+            "the refresh step again (clear refresh_group, or retry the run) to compute it, then publish"
+        )
+
     def move(source: str, write: Callable[[str, str], None] | None = None) -> str:
         target = target_of(source)
         filesystem, source_path = fs.FileSystem.from_uri(source)
         target_path = fs.FileSystem.from_uri(target)[1]
-        if filesystem.get_file_info(source_path).type != fs.FileType.NotFound:
+        info = filesystem.get_file_info(source_path)
+        if info.type != fs.FileType.NotFound:
+            if (staged := manifest.sizes.get(source)) is not None and info.size != staged:
+                raise damaged(f"staged file {source} has {info.size} bytes, not the {staged} staged (truncated?)")
             filesystem.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
             if write is not None:
                 write(source, target)
             with contextlib.suppress(OSError):  # a concurrent publisher of the same run moved it first
                 filesystem.move(source_path, target_path) if write is None else filesystem.delete_file(source_path)
         if filesystem.get_file_info(target_path).type == fs.FileType.NotFound:
-            raise PublishError(f"member {plan.member!r}: staged file {source} is missing (not published either)")
+            raise damaged(f"staged file {source} is missing (and was not moved into the table either)")
         return target
 
     data = tuple(move(file) for file in manifest.files)

@@ -15,7 +15,7 @@ import logging
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, read_json, write_json
-from airflow_provider_streambed.staging.members import staged_manifest
+from airflow_provider_streambed.staging.members import file_sizes, staged_manifest
 from airflow_provider_streambed.staging.paths import member_manifest_uri
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
             written_at=dt.datetime.now(dt.UTC).isoformat(),
             definition=definition_digest(member),
             reason=ADOPTED_AS_IS,
+            sizes=file_sizes(capture.copy_files),
         )
         write_json(member_manifest_uri(spec.staging_root, member.name), manifest.to_dict())
         staged.append(member.name)

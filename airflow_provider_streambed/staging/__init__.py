@@ -6,8 +6,10 @@ Everything a run produces lives under its staging root
 - ``_capture/<member>/*.parquet``: changelog segments of each mirrored table and its bootstrap
   copy, if any (capture step), and ``_capture/manifest.json`` (:class:`CaptureManifest`), written last.
 - ``_job/spec.json``: the Spark job spec (:class:`JobSpec`), written by whoever submits the job.
-- ``<member>/*.parquet`` and ``<member>/_manifest.json`` (:class:`MemberManifest`), written last
-  by the refresh step; publish reads only members whose manifest exists.
+- ``<member>/*.parquet`` and ``<member>/_manifest.json`` (:class:`MemberManifest`, with every
+  file's size), written last by the refresh step; publish reads only members whose manifest exists.
+- ``_publishing.json``: written by publish before it moves the staged files into the member
+  tables (a staged file missing after that was moved, not lost).
 
 A record whose file exists is complete (it is written after everything it names), so a retry
 skips the work behind every record it finds for the same watermark. Paths are URIs
@@ -54,6 +56,7 @@ from airflow_provider_streambed.staging.paths import (
     join,
     member_dir,
     member_manifest_uri,
+    publishing_marker_uri,
     staging_root,
 )
 from airflow_provider_streambed.staging.records import (
@@ -99,6 +102,7 @@ __all__ = [
     "join",
     "member_dir",
     "member_manifest_uri",
+    "publishing_marker_uri",
     "read_json",
     "read_member_manifest",
     "stage_member_output",

@@ -1,9 +1,11 @@
 """Staging a member's output: Parquet files first, then its manifest, so a retry can skip it.
 
 A member's output lives in ``<staging root>/<member>/data/``; its :class:`MemberManifest` is
-written last, so a manifest that exists names complete files. A retry skips every member whose
-manifest exists for the same W. This module imports pyspark only for type hints, so the Airflow
-face can call :func:`collect_member_manifests` without Spark.
+written last, with every file's size, so a manifest that exists names complete files. A retry
+skips every member whose manifest exists for the same W and whose files are intact
+(:func:`damage`: none truncated, none missing unless a publish moved it). This module imports
+pyspark only for type hints, so the Airflow face can call :func:`collect_member_manifests`
+without Spark.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from pyarrow import fs
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging.json_io import read_json, write_json
-from airflow_provider_streambed.staging.paths import delete_dir, join, member_dir, member_manifest_uri
+from airflow_provider_streambed.staging.paths import (
+    delete_dir,
+    join,
+    member_dir,
+    member_manifest_uri,
+    publishing_marker_uri,
+)
 from airflow_provider_streambed.staging.records import JobSpec, MemberManifest
 
 if TYPE_CHECKING:
@@ -44,14 +52,55 @@ def staged_manifest(
     """The member's manifest if it was staged for ``watermark`` (and from ``definition``, when given).
 
     A retry skips a member whose manifest this returns; output computed from another declaration
-    of the member (edited between tries) is computed again.
+    of the member (edited between tries), or whose files are damaged (:func:`damage`), is
+    computed again.
     """
     manifest = read_member_manifest(root, member)
     if manifest is None or manifest.watermark != watermark:
         return None
     if definition is not None and manifest.definition != definition:
         return None
+    if (problem := damage(root, manifest)) is not None:
+        logger.warning("member=%s W=%s: %s; its output is computed again", member, watermark, problem)
+        return None
     return manifest
+
+
+def damage(root: str, manifest: MemberManifest) -> str | None:
+    """What is wrong with the files of a member's staged output, or ``None`` when they are intact.
+
+    A file is damaged when its size differs from the staged size (truncated, or rewritten by
+    someone else), or when it is missing and no publish of the run (staged at ``root``) has
+    started: after that, publish has moved it into the member's table, and checks it there.
+    """
+    if not manifest.sizes:
+        return None  # staged by an older release: nothing to check against
+    uris = list(manifest.sizes)
+    filesystem = fs.FileSystem.from_uri(uris[0])[0]
+    infos = filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris])
+    missing = [uri for uri, info in zip(uris, infos, strict=True) if info.type == fs.FileType.NotFound]
+    for uri, info in zip(uris, infos, strict=True):
+        if info.type != fs.FileType.NotFound and info.size != manifest.sizes[uri]:
+            return f"staged file {uri} has {info.size} bytes, not the {manifest.sizes[uri]} staged (truncated?)"
+    if missing and read_json(publishing_marker_uri(root)) is None:
+        return f"staged file {missing[0]} is missing" + (f" ({len(missing)} files)" if len(missing) > 1 else "")
+    return None
+
+
+def file_sizes(uris: tuple[str, ...]) -> dict[str, int]:
+    """The size in bytes of each of the files ``uris`` (all on one file system)."""
+    if not uris:
+        return {}
+    filesystem = fs.FileSystem.from_uri(uris[0])[0]
+    infos = filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris])
+    return {uri: int(info.size) for uri, info in zip(uris, infos, strict=True)}
+
+
+def discard_member_output(root: str, member: str) -> None:
+    """Remove a member's staged manifest, so that the refresh computes its output again."""
+    filesystem, path = fs.FileSystem.from_uri(member_manifest_uri(root, member))
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        filesystem.delete_file(path)
 
 
 def stage_member_output(
@@ -76,10 +125,7 @@ def stage_member_output(
     ``reason`` says why the output is whole or incremental. A stale manifest (another W) is
     removed first, so a crash while writing never leaves a manifest that names files of another W.
     """
-    manifest_uri = member_manifest_uri(root, member)
-    filesystem, manifest_path = fs.FileSystem.from_uri(manifest_uri)
-    if filesystem.get_file_info(manifest_path).type != fs.FileType.NotFound:
-        filesystem.delete_file(manifest_path)
+    discard_member_output(root, member)
     data_uri = join(member_dir(root, member), DATA_DIR)
     frame.write.mode("overwrite").parquet(data_uri)
     files, rows = _list_parquet(data_uri, keep_empty=not incremental and not adopted)
@@ -106,8 +152,9 @@ def stage_member_output(
         delete_files=delete_files,
         deleted_rows=deleted,
         reason=reason,
+        sizes=file_sizes(files + delete_files),
     )
-    write_json(manifest_uri, manifest.to_dict())
+    write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,
                 len(files), deleted, len(delete_files), reason or "whole")
     return manifest

@@ -8,6 +8,7 @@ CAPTURE_DIR = "_capture"
 MANIFEST_NAME = "manifest.json"
 MEMBER_MANIFEST_NAME = "_manifest.json"
 JOB_SPEC_PATH = "_job/spec.json"
+PUBLISHING_NAME = "_publishing.json"
 
 
 def staging_root(warehouse: str, group: str, run_key: str) -> str:
@@ -38,6 +39,12 @@ def member_dir(root: str, member: str) -> str:
 def member_manifest_uri(root: str, member: str) -> str:
     """Where a member's manifest of the run staged at ``root`` lives."""
     return join(root, member, MEMBER_MANIFEST_NAME)
+
+
+def publishing_marker_uri(root: str) -> str:
+    """The record a publish of the run staged at ``root`` writes before it moves staged files
+    into the member tables: from then on a staged file may be missing because it was moved."""
+    return join(root, PUBLISHING_NAME)
 
 
 def delete_files(directory: str, prefix: str) -> None:

@@ -6,6 +6,7 @@ are pure data with a JSON form; :mod:`.json_io` reads and writes them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -132,6 +133,9 @@ class MemberManifest:
             snapshot's data files (``incremental``) or over ``files``.
         deleted_rows: rows over all delete files.
         reason: why the output is whole or incremental (for logs), e.g. ``compaction: ...``.
+        sizes: bytes of every data and delete file as staged, by URI (empty: staged by an older
+            release): a retry and the publish check the files against them
+            (:func:`~airflow_provider_streambed.staging.members.damage`).
     """
 
     member: str
@@ -145,11 +149,13 @@ class MemberManifest:
     delete_files: tuple[str, ...] = ()
     deleted_rows: int = 0
     reason: str = ""
+    sizes: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         data = asdict(self)
         data["watermark"] = str(self.watermark)
+        data["sizes"] = dict(self.sizes)
         return data
 
     @classmethod
@@ -167,6 +173,7 @@ class MemberManifest:
             delete_files=tuple(data.get("delete_files", ())),
             deleted_rows=int(data.get("deleted_rows", 0)),
             reason=data.get("reason", ""),
+            sizes={uri: int(size) for uri, size in data.get("sizes", {}).items()},
         )
 
 
