@@ -125,3 +125,25 @@ class CutExpiredError(CutNotFoundError):
 
 class ConnectionConfigError(StreambedError, ValueError):
     """An Airflow connection lacks a field streambed needs (names the connection id and field)."""
+
+
+class DependencyError(StreambedError):
+    """A dependency of the run is down or refuses it: the source database, the catalog database,
+    the warehouse or the Spark master; the message names which (without secrets). Retryable:
+    nothing was published, and the run succeeds when retried after the repair."""
+
+
+class SourceUnavailableError(DependencyError, SourceError):
+    """The source database cannot be reached, or the connection to it was lost."""
+
+
+class CatalogUnavailableError(DependencyError):
+    """The catalog database (which holds the ledger) cannot be reached or refused the statement."""
+
+
+class WarehouseError(DependencyError):
+    """The warehouse cannot be written: no space left, permission denied, read-only."""
+
+
+class SparkUnavailableError(DependencyError, RefreshError):
+    """The Spark master (or Spark Connect server) cannot be reached; nothing was submitted."""

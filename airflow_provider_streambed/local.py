@@ -20,6 +20,7 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.dependencies import describe_catalog, describe_source, naming_dependencies
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
 from airflow_provider_streambed.ledger.runs import UnchangedRun, unchanged_message
@@ -109,12 +110,12 @@ def refresh_once(
     Raises:
         StreambedError: a step failed. After a retryable error the run stays pinned and can be
             retried with the same ``run_key``; after a final one it is failed and frees the group.
+            A dependency that is down (the source, the catalog database, the warehouse, the Spark
+            master) gives a ``DependencyError`` naming it.
     """
     times = times if times is not None else StepTimes()
     run_key = run_key or make_run_key("local", dt.datetime.now(dt.UTC).isoformat())
-    catalog = open_catalog(catalog_properties)
-    ledger = ledger_of(catalog)
-    ledger.create()
+
     def compute(spec: JobSpec, spec_uri: str) -> None:
         if spark_remote:
             from airflow_provider_streambed.refresh.connect import run_on_connect
@@ -123,12 +124,18 @@ def refresh_once(
         else:
             run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))
 
-    try:
-        return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
-                    supersede_pending_runs, times, compact, CopyOptions(copy_parallelism), resync)
-    except Exception as error:
-        settle_failure(ledger, group.name, run_key, error, will_retry=True)
-        raise
+    uri = catalog_properties.get("uri")
+    with naming_dependencies(source=describe_source(source_dsn), catalog=describe_catalog(uri) if uri else None,
+                             warehouse=catalog_properties.get("warehouse")):
+        catalog = open_catalog(catalog_properties)
+        ledger = ledger_of(catalog)
+        ledger.create()
+        try:
+            return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
+                        supersede_pending_runs, times, compact, CopyOptions(copy_parallelism), resync)
+        except Exception as error:
+            settle_failure(ledger, group.name, run_key, error, will_retry=True)
+            raise
 
 
 def _run(

@@ -45,7 +45,11 @@ SELECT c.oid::int8, c.relreplident::text,
          WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key,
        (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
           FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
-         WHERE i.indrelid = c.oid AND i.indisreplident) AS identity_index
+         WHERE i.indrelid = c.oid AND i.indisreplident) AS identity_index,
+       (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+           AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT')) AS unreadable,
+       current_user::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
 """
@@ -119,7 +123,8 @@ def describe_table(
     """The catalog description of a mirrored table, checking it exists and has a usable key.
 
     Raises:
-        SourceError: the table is missing, or has no primary key nor usable replica identity
+        SourceError: the table is missing, the role may not read it (or some of its columns), or
+            it has no primary key nor usable replica identity
             while the mirror is not append-only; UnsupportedTypeError for a column whose type
             the type mapping does not carry.
     """
@@ -127,8 +132,14 @@ def describe_table(
     where = f"group {group.name!r}, member {mirror.name!r}"
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
-    oid, identity, names, types, modifiers, primary_key, identity_index = row
+    oid, identity, names, types, modifiers, primary_key, identity_index, unreadable, role = row
     columns = tuple(names or ())
+    if unreadable:
+        what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
+        raise SourceError(
+            f"{where}: role {role!r} lacks the SELECT privilege on{what} source table {mirror.qualified_table!r} "
+            f"(bootstrap copies and resyncs read it); GRANT SELECT ON {mirror.qualified_table} TO {role}"
+        )
     if identity == "i" and identity_index:
         key = tuple(identity_index)
     elif identity == "d" and primary_key:

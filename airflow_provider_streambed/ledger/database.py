@@ -15,11 +15,12 @@ class LedgerDatabase:
 
     Args:
         engine: an SQLAlchemy engine on the catalog database (the one pyiceberg's ``SqlCatalog``
-            uses, e.g. ``catalog.engine``), or a database URI.
+            uses, e.g. ``catalog.engine``), or a database URI (its engine checks a pooled
+            connection before use, so a long-lived reader survives a restart of the database).
     """
 
     def __init__(self, engine: Engine | str) -> None:
-        self.engine = create_engine(engine) if isinstance(engine, str) else engine
+        self.engine = create_engine(engine, pool_pre_ping=True) if isinstance(engine, str) else engine
 
     def create(self) -> None:
         """Create the ledger tables if they are missing; safe to call concurrently."""

@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.dependencies import naming_dependencies
 from airflow_provider_streambed.exceptions import LedgerError, is_final
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
 from airflow_provider_streambed.ledger.claims import admit_run, settle_failure
@@ -44,16 +45,27 @@ class StreambedBaseOperator(BaseOperator):
         self.catalog_conn_id = catalog_conn_id or group.catalog_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Run the step; a failure is settled in the ledger (see the module docstring) and raised."""
+        """Run the step; a failure is settled in the ledger (see the module docstring) and raised.
+
+        A dependency that is down (source, catalog database, warehouse) fails the step with a
+        :class:`~airflow_provider_streambed.exceptions.DependencyError` naming it.
+        """
+        from airflow_provider_streambed.catalog import warehouse_of
+
         run_key = self.run_key(context)
-        catalog, ledger = self.open_catalog()
-        try:
-            return self.run_step(context, catalog, ledger, run_key)
-        except Exception as error:
-            settle_failure(ledger, self.group.name, run_key, error, will_retry=will_retry(context))
-            if is_final(error):
-                raise AirflowFailException(f"{type(error).__name__}: {error}") from error
-            raise
+        source = getattr(self, "source_conn_id", None)  # capture and publish use the source
+        names = {"catalog": f"connection {self.catalog_conn_id!r}",
+                 "source": f"connection {source!r}" if source else None}
+        with naming_dependencies(**names):
+            catalog, ledger = self.open_catalog()
+        with naming_dependencies(**names, warehouse=warehouse_of(catalog)):
+            try:
+                return self.run_step(context, catalog, ledger, run_key)
+            except Exception as error:
+                settle_failure(ledger, self.group.name, run_key, error, will_retry=will_retry(context))
+                if is_final(error):
+                    raise AirflowFailException(f"{type(error).__name__}: {error}") from error
+                raise
 
     def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
         """The step itself; returns its XCom."""

@@ -174,12 +174,14 @@ class RefreshGroupOperator(StreambedBaseOperator):
         An unchanged run (W equals the last cut's W) submits nothing.
         """
         from airflow_provider_streambed.catalog import warehouse_of
+        from airflow_provider_streambed.dependencies import check_spark_reachable
         from airflow_provider_streambed.refresh import (
             build_job_spec,
             collect_member_manifests,
             job_application,
             write_job_spec,
         )
+        from airflow_provider_streambed.refresh.connect import describe_remote
         from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
         from airflow_provider_streambed.refresh.plan import spark_submit_executable
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
@@ -209,10 +211,23 @@ class RefreshGroupOperator(StreambedBaseOperator):
             else:
                 if not self.hook_options["spark_binary"]:
                     spark_submit_executable()  # a clear error when only pyspark-client is installed
-                self.submit_hook(spec, spec_uri, members).submit(job_application())
+                hook = self.submit_hook(spec, spec_uri, members)
+                master = submit_master(hook)
+                check_spark_reachable(master, f"{describe_remote(master)} (connection {self.spark_conn_id!r})")
+                hook.submit(job_application())
         manifests = collect_member_manifests(spec)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
         written = {name: manifest.reason for name, manifest in sorted(manifests.items()) if manifest.reason}
         return {"run_key": run_key, "watermark_lsn": str(spec.watermark), "cut_number": spec.cut_number,
                 "members": rows, "carried": dict(spec.carried), "mirrors": written}
+
+
+def submit_master(hook: SparkSubmitHook) -> str:
+    """The master URL ``hook`` submits to, as the spark provider resolved it from the connection.
+
+    Private API: the provider keeps it in ``SparkSubmitHook._connection["master"]`` and offers no
+    public accessor; its resolution rules (URL in ``host``, or ``conn_type://host:port``) are
+    not worth copying. Tested against the installed provider in ``tests/unit/operators``.
+    """
+    return str(hook._connection["master"])

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
+from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 
@@ -24,31 +24,12 @@ logger = logging.getLogger(__name__)
 
 #: Environment variables by which pyspark decides, process-wide, that it talks to Spark Connect.
 CONNECT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
-#: Spark Connect's default port, when a URL names none.
-DEFAULT_CONNECT_PORT = 15002
-#: Seconds to wait for the server's port before giving up (the client itself retries for ~10 minutes).
-CONNECT_TIMEOUT = 10.0
 
 
 def describe_remote(url: str) -> str:
     """``sc://host:port`` of a Spark Connect URL, without its parameters (a token among them)."""
     parsed = urlparse(url)
     return f"{parsed.scheme}://{parsed.netloc}"
-
-
-def check_reachable(url: str, where: str) -> None:
-    """Fail fast when nothing listens at the server's host and port.
-
-    Raises:
-        RefreshError: the connection is refused or times out; the message names ``where``.
-    """
-    parsed = urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname or "localhost", parsed.port or DEFAULT_CONNECT_PORT),
-                                      timeout=CONNECT_TIMEOUT):
-            pass
-    except OSError as error:
-        raise RefreshError(f"the Spark Connect server {where} cannot be reached: {error}") from error
 
 
 def run_on_connect(
@@ -72,7 +53,7 @@ def run_on_connect(
     from airflow_provider_streambed.refresh.job import REQUIRED_CONF, run_job
 
     where = describe_remote(url) + (f" (connection {connection!r})" if connection else "")
-    check_reachable(url, where)
+    check_spark_reachable(url, where)
     logger.info("group=%s W=%s: running the refresh on the Spark Connect server %s", spec.group["name"],
                 spec.watermark, where)
     with connect_mode():

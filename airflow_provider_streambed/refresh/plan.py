@@ -22,6 +22,7 @@ from pyiceberg.table import Table
 
 from airflow_provider_streambed.catalog import plan_snapshot, warehouse_of
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
@@ -234,9 +235,11 @@ def run_local_spark_submit(
     """Run the job with spark-submit in a subprocess, the driver using this Python and import path.
 
     Raises:
+        SparkUnavailableError: a ``spark://`` master cannot be reached (nothing was submitted).
         RefreshError: the application failed; the message carries the job's own error line
             (naming the failed members) or the last error lines of spark-submit's output.
     """
+    check_spark_reachable(master)
     command = spark_submit_command(spec_uri, master, conf, members)
     bin_dir = str(Path(sys.executable).parent)
     environment = {

@@ -122,6 +122,14 @@ class ThrowawayCluster:
         self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.root / "server.log"), "-w", "-m", "fast",
                   "restart")
 
+    def pause(self) -> None:
+        """Stop the server (fast shutdown), keeping its data and port: the database is down until :meth:`resume`."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-m", "fast", "stop")
+
+    def resume(self) -> None:
+        """Start the server stopped by :meth:`pause`."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.root / "server.log"), "-w", "-t", "60", "start")
+
     def stop(self) -> None:
         """Stop the server and delete the cluster's directory."""
         if (self.data_dir / "postmaster.pid").exists():

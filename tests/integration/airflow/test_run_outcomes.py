@@ -26,7 +26,13 @@ from airflow_provider_streambed.capture import run as capture_module
 from airflow_provider_streambed.capture.slot import check_slot
 from airflow_provider_streambed.cli import main
 from airflow_provider_streambed.examples.bank import load_bank, move_money
-from airflow_provider_streambed.exceptions import GroupBusyError, InvalidWatermarkError, RunSupersededError
+from airflow_provider_streambed.exceptions import (
+    GroupBusyError,
+    InvalidWatermarkError,
+    RunSupersededError,
+    SlotError,
+    SourceUnavailableError,
+)
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.read import CutReader
@@ -148,7 +154,7 @@ def test_retryable_failures_keep_the_run_final_ones_free_the_group(
     # Retryable: the source connection dies between pin and extraction; the run keeps W and claim.
     write()
     monkeypatch.setattr(capture_module, "extract_changes", source_dies_after_the_pin)
-    with pytest.raises(psycopg.OperationalError):
+    with pytest.raises(SourceUnavailableError, match=r"source database .*terminating connection"):
         refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="run-a")
     monkeypatch.setattr(capture_module, "extract_changes", real_extract)
     pinned = ledger.get_run("bank", "run-a")
@@ -162,7 +168,7 @@ def test_retryable_failures_keep_the_run_final_ones_free_the_group(
     # Final: run C's W falls behind the slot (someone advanced it by hand) and can never make a cut.
     write()
     monkeypatch.setattr(capture_module, "extract_changes", source_dies_after_the_pin)
-    with pytest.raises(psycopg.OperationalError):
+    with pytest.raises(SourceUnavailableError):
         refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="run-c")
     monkeypatch.setattr(capture_module, "extract_changes", real_extract)
     write()
@@ -173,15 +179,19 @@ def test_retryable_failures_keep_the_run_final_ones_free_the_group(
     failed = ledger.get_run("bank", "run-c")
     assert failed is not None and failed.state == RunState.FAILED and failed.last_error == "InvalidWatermarkError"
     write()
-    taken_over = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="run-d")
+    # The slot skipped changes after the last cut: an incremental run would miss them.
+    with pytest.raises(SlotError, match=r"starts at .*, after the last cut's W.*Param resync"):
+        refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="run-d")
+    taken_over = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="run-e", resync=True)
     assert taken_over.cut.cut_id == 3 and taken_over.cut.watermark > retried.cut.watermark
+    assert check_cut(CutReader(properties, bank).latest(), journal) == journal
     replaced = ledger.get_run("bank", "run-c")
-    assert replaced is not None and replaced.replaced_by == "run-d"
-    with pytest.raises(RunSupersededError, match=r"run 'run-c' .* failed and was replaced by run run-d"):
+    assert replaced is not None and replaced.replaced_by == "run-e"
+    with pytest.raises(RunSupersededError, match=r"run 'run-c' .* failed and was replaced by run run-e"):
         refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, run_key="run-c")
     assert main(["runs", "list", "--group", "bank", "--catalog-uri", sqlite_catalog_uri, "--json"]) == 0
     outcomes = {run["run_key"]: run["outcome"] for run in json.loads(capsys.readouterr().out)}
-    assert outcomes["run-c"] == "replaced by run-d" and outcomes["run-a"] == "published cut 2"
+    assert outcomes["run-c"] == "replaced by run-e" and outcomes["run-a"] == "published cut 2"
 
 
 def asset_event_cuts(uri: str) -> list[int]:

@@ -67,3 +67,26 @@ def test_a_lost_replication_right_is_named(
         source.execute("DROP ROLE streambed_reader")
     assert not pinned(ledger)
     assert isinstance(capture_run(source, GROUP, ledger, "r2", warehouse), CaptureResult)  # the group still works
+
+
+@pytest.mark.parametrize(("revoke", "message"), [
+    ("REVOKE SELECT ON transfers FROM streambed_operator",
+     r"member 'transfers': role 'streambed_operator' lacks the SELECT privilege on source table 'public.transfers'"),
+    ("REVOKE SELECT ON accounts FROM streambed_operator; GRANT SELECT (id) ON accounts TO streambed_operator",
+     r"member 'accounts': role 'streambed_operator' lacks the SELECT privilege on columns balance of source table"),
+])
+def test_a_lost_select_privilege_is_named(
+    source: psycopg.Connection[Any], pg_dsn: str, ledger: Ledger, warehouse: str, published: None, revoke: str,
+    message: str,
+) -> None:
+    source.execute("CREATE ROLE streambed_operator LOGIN REPLICATION")
+    source.execute("GRANT SELECT ON accounts, transfers TO streambed_operator")
+    source.execute(revoke)
+    try:
+        with (psycopg.connect(pg_dsn, user="streambed_operator", autocommit=True) as operator,
+              pytest.raises(SourceError, match=message)):
+            capture_run(operator, GROUP, ledger, "r2", warehouse)
+    finally:
+        source.execute("REVOKE ALL ON accounts, transfers FROM streambed_operator")
+        source.execute("DROP ROLE streambed_operator")
+    assert not pinned(ledger)

@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_streambed import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import ConnectionConfigError, DeclarationError
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
+from airflow_provider_streambed.operators.refresh import RefreshGroupOperator, submit_master
 from airflow_provider_streambed.refresh import job_application
 from airflow_provider_streambed.staging import JobSpec
 
@@ -27,6 +27,20 @@ def test_a_defined_spark_connection_passes(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("AIRFLOW_CONN_MY_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     connection = RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="my_spark").check_spark_connection()
     assert (connection.conn_id, connection.host) == ("my_spark", "local[2]")
+
+
+@pytest.mark.parametrize(
+    ("connection", "master"),
+    [({"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077}, "spark://10.0.0.5:7077"),
+     ({"conn_type": "spark", "host": "local[2]"}, "local[2]"),
+     ({"conn_type": "spark", "host": "spark://a:7077,b:7077"}, "spark://a:7077,b:7077")],
+)
+def test_the_master_is_the_one_the_spark_provider_resolves(
+    connection: dict[str, object], master: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_MY_SPARK", json.dumps(connection))
+    task = RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="my_spark")
+    assert submit_master(task.submit_hook(SPEC, SPEC_URI, ())) == master
 
 
 SPEC = JobSpec(group=GROUP.to_dict(), run_key="bank.run-1", watermark=Lsn.parse("0/16B3748"), prev_watermark=None,

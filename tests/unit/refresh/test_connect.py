@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_streambed.connect_server import SERVER_CLASS, ConnectServer
-from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.refresh.connect import check_reachable, describe_remote
+from airflow_provider_streambed.dependencies import check_spark_reachable
+from airflow_provider_streambed.exceptions import RefreshError, SparkUnavailableError
+from airflow_provider_streambed.refresh.connect import describe_remote
 from airflow_provider_streambed.testing.postgres import free_port
 
 
@@ -20,7 +21,15 @@ def test_the_server_is_named_without_its_token() -> None:
 def test_an_unreachable_server_fails_fast_naming_it() -> None:
     url = f"sc://localhost:{free_port()}"
     with pytest.raises(RefreshError, match=rf"the Spark Connect server {url} \(connection 'sc'\) cannot be reached"):
-        check_reachable(url, f"{url} (connection 'sc')")
+        check_spark_reachable(url, f"{url} (connection 'sc')")
+
+
+def test_an_unreachable_standalone_master_fails_fast_naming_every_host() -> None:
+    master = f"spark://127.0.0.1:{free_port()},localhost:{free_port()}"
+    with pytest.raises(SparkUnavailableError, match=f"the Spark master {master} cannot be reached: .*refused"):
+        check_spark_reachable(master)
+    check_spark_reachable("local[2]")  # not checked: nothing to connect to
+    check_spark_reachable("yarn")
 
 
 def test_a_local_server_runs_the_connect_class_on_its_port(tmp_path: Path) -> None:
