@@ -86,6 +86,16 @@ class SchemaChangeError(StreambedError):
     """A source table changed in a way the mirror cannot follow (drop, type or key change)."""
 
 
+class OutputSchemaError(SchemaChangeError):
+    """A member's output changes a column of its table in a way Iceberg cannot evolve to (a type
+    that is not a widening); nothing was published, and the output was discarded so that the
+    refresh step computes it again (``member`` names it)."""
+
+    def __init__(self, message: str, member: str) -> None:
+        super().__init__(message)
+        self.member = member
+
+
 class RefreshError(StreambedError):
     """A member of a group failed to refresh."""
 

@@ -29,6 +29,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
     ExpiryConflictError,
+    OutputSchemaError,
     PublishConflictError,
     PublishError,
 )
@@ -63,6 +64,7 @@ from airflow_provider_streambed.publish.tables import (
 )
 from airflow_provider_streambed.retention.plan import plan_expiry
 from airflow_provider_streambed.staging import MemberManifest, publishing_marker_uri, staging_root, write_json
+from airflow_provider_streambed.staging.members import discard_member_output
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +123,10 @@ def publish_cut(
     Raises:
         CatalogCapabilityError: see :func:`check_capability`.
         PublishConflictError: another writer changed a member table or published meanwhile.
-        PublishError: the manifests or the ledger do not allow the publish.
+        PublishError: the manifests or the ledger do not allow the publish; DamagedOutputError when
+            a staged file is truncated or lost.
+        OutputSchemaError: a member's output changes a column's type beyond a widening (its staged
+            output is discarded).
     """
     commit = check_capability(catalog, group, ledger)
     existing = ledger.cut_for_run(group.name, run_key)
@@ -152,6 +157,9 @@ def publish_cut(
                 record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
         else:
             record = _publish_per_table(catalog, ledger, draft, root)
+    except OutputSchemaError as error:
+        discard_member_output(root, error.member)
+        raise
     except PublishConflictError:
         if (found := ledger.cut_for_run(group.name, run_key)) is None:
             raise

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
@@ -51,7 +52,7 @@ from pyiceberg.utils.datetime import datetime_to_millis
 from sqlalchemy import select
 
 from airflow_provider_streambed.catalog import warehouse_of
-from airflow_provider_streambed.exceptions import DamagedOutputError, PublishError
+from airflow_provider_streambed.exceptions import DamagedOutputError, OutputSchemaError, PublishError
 from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
@@ -307,8 +308,7 @@ def stage_cut_updates(
         with filesystem.open_input_file(path) as stream:
             arrow_schema = pq.read_schema(stream)
         if transaction.table_metadata.schema().as_arrow().remove_metadata() != arrow_schema.remove_metadata():
-            with transaction.update_schema() as update:
-                update.union_by_name(arrow_schema)
+            evolve_schema(transaction, arrow_schema)
     if transaction.table_metadata.name_mapping() is None:
         mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
         transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
@@ -322,6 +322,36 @@ def stage_cut_updates(
         for data_file in added:
             snapshot.append_data_file(data_file)
     return snapshot.snapshot_id
+
+
+def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
+    """Widen the table's schema to a staged output's: new columns, promoted types (int to long).
+
+    Raises:
+        OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
+            names the member (the table's name), the columns and both types.
+    """
+    try:
+        with transaction.update_schema() as update:
+            update.union_by_name(arrow_schema)
+    except (ResolveError, ValidationError, ValueError) as error:
+        current = transaction.table_metadata.schema().as_arrow()
+        changed = [
+            f"{field.name} {current.field(field.name).type} -> {field.type}" for field in arrow_schema
+            if field.name in current.names and _plain(current.field(field.name).type) != _plain(field.type)
+        ]
+        identifier = transaction._table.name()
+        raise OutputSchemaError(
+            f"member {identifier[-1]!r}: its output does not fit table {'.'.join(identifier)}: "
+            f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "
+            "longer decimal); fix the member, whose staged output is discarded so that the refresh computes it "
+            "again, or drop its table to start it anew", identifier[-1],
+        ) from error
+
+
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` with large strings and binaries as plain ones (Iceberg does not tell them apart)."""
+    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
 
 
 def apply_updates(

@@ -10,13 +10,18 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.catalog import open_catalog, warehouse_of
-from airflow_provider_streambed.exceptions import PublishConflictError, PublishError, RunSupersededError
+from airflow_provider_streambed.exceptions import (
+    OutputSchemaError,
+    PublishConflictError,
+    PublishError,
+    RunSupersededError,
+)
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import commit as commit_module
 from airflow_provider_streambed.publish import publish_cut
-from airflow_provider_streambed.staging import group_staging_dir, staging_root
-from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
+from airflow_provider_streambed.staging import group_staging_dir, read_member_manifest, staging_root
+from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage
 
 pytestmark = pytest.mark.slow
 
@@ -178,3 +183,26 @@ def test_per_table_atomicity_commits_through_pyiceberg_and_records_the_cut(
         assert totals.refs()[f"bank-cut-{version}"].snapshot_id == record.members["totals"].snapshot_id
     assert totals.scan().to_arrow().column("version").to_pylist() == [2]
     assert not _local(group_staging_dir(sqlite_props["warehouse"], "bank") + "/r2").exists()
+
+
+def test_an_output_that_changes_a_column_type_is_refused_and_computed_again(
+    catalog: SqlCatalog, ledger: Ledger
+) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(100),
+                                                             bank_tables(1)))
+    tables = bank_tables(2)
+    tables["totals"] = pa.table({"total": pa.array(["lots"]), "version": pa.array([2], pa.int64())})  # a bug
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(200), tables)
+    with pytest.raises(OutputSchemaError, match=r"member 'totals': its output does not fit table ns.totals: "
+                                                r"total int64 -> string \(Iceberg only widens"):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    assert len(ledger.list_cuts("bank")) == 1
+    root = staging_root(warehouse, "bank", "run2")
+    assert read_member_manifest(root, "totals") is None  # discarded: the refresh computes it again
+    assert read_member_manifest(root, "accounts") is not None
+
+    fixed = stage(warehouse, "bank", "run2", Lsn(200), {"totals": bank_tables(2)["totals"]})
+    assert publish_cut(catalog, ledger, group, "run2", {**manifests, **fixed}).cut_id == 2
+    balances = bank_tables(2)["accounts"]["balance"].to_pylist()
+    assert catalog.load_table("ns.totals").scan().to_arrow()["total"].to_pylist() == [sum(balances)]

@@ -37,3 +37,8 @@ def flaky_totals(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutCont
 def not_a_frame(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContext) -> Any:
     """Returns rows instead of a DataFrame (a user error)."""
     return inputs["accounts"].collect()
+
+
+def raises(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContext) -> DataFrame:
+    """Fails as user code does."""
+    raise ValueError(f"no region z in cut {cut.cut_number}")

@@ -73,8 +73,21 @@ def region_models(rng: random.Random, accounts_count: int = 29) -> tuple[TableMo
             PythonMember("bad", f"{MODULE}:missing", sources=("accounts",)),
             r"member 'bad':.*cannot import 'tests.integration.refresh.python_members:missing'",
         ),
+        (
+            SqlMember("bad", "SELECT no_such_column FROM accounts", sources=("accounts",)),
+            r"member 'bad':.*UNRESOLVED_COLUMN.*no_such_column",
+        ),
+        (
+            SqlMember("bad", "SELEC region FROM accounts", sources=("accounts",)),
+            r"member 'bad':.*PARSE_SYNTAX_ERROR.*'SELEC'",
+        ),
+        (
+            PythonMember("bad", f"{MODULE}:raises", sources=("accounts",)),
+            r"member 'bad':.*ValueError: no region z in cut 1",
+        ),
     ],
-    ids=["non-member-table", "undeclared-source", "non-dataframe", "missing-function"],
+    ids=["non-member-table", "undeclared-source", "non-dataframe", "missing-function", "unknown-column",
+         "syntax-error", "member-raises"],
 )
 def test_bad_member_fails_by_name_and_keeps_the_others(
     spark: SparkSession, tmp_path: Path, member: SqlMember | PythonMember, message: str
