@@ -37,8 +37,8 @@ def move_money(conn: psycopg.Connection[Any], rng: random.Random) -> int:
     src, dst = rng.sample(range(1, ACCOUNTS + 1), 2)
     amount = rng.randint(1, 50)
     with conn.transaction():
-        conn.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s", (amount, src))
-        conn.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, dst))
+        for account, change in sorted(((src, -amount), (dst, amount))):  # in id order: writers never deadlock
+            conn.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s", (change, account))
         row = conn.execute("INSERT INTO transfers (src, dst, amount) VALUES (%s, %s, %s) RETURNING id",
                            (src, dst, amount)).fetchone()
     if row is None:

@@ -1,7 +1,8 @@
 """One ``refresh_once`` of the example bank group in its own process, killed (SIGKILL) at a chosen point.
 
 Usage: ``python -m tests.integration.airflow.kill_worker <point> <catalog props json> <run key>``,
-with the source DSN in ``STREAMBED_SOURCE_DSN``. The points (a patched function kills the
+with the source DSN in ``STREAMBED_SOURCE_DSN`` (and a Spark Connect URL in
+``STREAMBED_SPARK_REMOTE`` to refresh there instead of through spark-submit). The points (a patched function kills the
 process, as a crash of the machine would):
 
 - ``copy``: the first run's bootstrap copies are written, not yet recorded;
@@ -70,7 +71,8 @@ def main() -> None:
     sys.path.insert(0, str(DAGS))
     from example_bank import bank
 
-    refresh_once(bank, source_dsn=os.environ["STREAMBED_SOURCE_DSN"], catalog_properties=props, run_key=run_key)
+    refresh_once(bank, source_dsn=os.environ["STREAMBED_SOURCE_DSN"], catalog_properties=props, run_key=run_key,
+                 spark_remote=os.environ.get("STREAMBED_SPARK_REMOTE"))
 
 
 if __name__ == "__main__":
