@@ -39,26 +39,26 @@ def watermark_param() -> Param:
     )
 
 
-def supersede_param() -> Param:
-    """The trigger-form Param that abandons the group's pending run instead of failing on it."""
-    return Param(
-        False,
-        type="boolean",
-        title="Supersede a pending run",
-        description="When an earlier run of the group failed and was not retried, its pinned W blocks new runs. "
+#: The trigger form's checkboxes (off by default): Param name -> (title, description).
+CHECKBOX_PARAMS = {
+    SUPERSEDE_PARAM: (
+        "Supersede a pending run",
+        "When an earlier run of the group failed and was not retried, its pinned W blocks new runs. "
         "Tick to abandon that run (it is never published) and let this run pin a new W.",
-    )
-
-
-def resync_param() -> Param:
-    """The trigger-form Param that re-synchronises a group whose replication slot was lost."""
-    return Param(
-        False,
-        type="boolean",
-        title="Resync (copy every table again)",
-        description="Only when a run failed because the group's replication slot was lost or dropped: this run "
+    ),
+    RESYNC_PARAM: (
+        "Resync (copy every table again)",
+        "Only when a run failed because the group's replication slot was lost or dropped: this run "
         "copies every table again at a new slot and publishes the copies as a new cut. Older cuts stay readable.",
-    )
+    ),
+}
+
+
+def trigger_params() -> dict[str, Param]:
+    """The trigger-form Params every streambed group adds to its DAG (once per DAG)."""
+    checkboxes = {name: Param(False, type="boolean", title=title, description=description)
+                  for name, (title, description) in CHECKBOX_PARAMS.items()}
+    return {WATERMARK_PARAM: watermark_param(), **checkboxes}
 
 
 class StreambedRefreshGroup(TaskGroup):
@@ -109,10 +109,9 @@ class StreambedRefreshGroup(TaskGroup):
             "refresh": {"spark_conn_id": spark_conn_id, "conf": spark_conf, **(spark_options or {})},
             "publish": dict(publish_options or {}),
         }
-        params = ((WATERMARK_PARAM, watermark_param), (SUPERSEDE_PARAM, supersede_param), (RESYNC_PARAM, resync_param))
-        for name, make_param in params:
+        for name, param in trigger_params().items():
             if name not in self.dag.params:
-                self.dag.params[name] = make_param()
+                self.dag.params[name] = param
         tasks: dict[str, BaseOperator] = {}
         for planned in plan_tasks(group, task_per_member):
             extra = {"members": planned.members} if task_per_member and planned.kind == "refresh" else {}
