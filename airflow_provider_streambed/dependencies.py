@@ -40,7 +40,10 @@ SPARK_CONNECT_TIMEOUT = 10.0
 
 
 def connection_lost(error: psycopg.Error) -> bool:
-    """Whether ``error`` means the connection failed or was lost, not that a statement failed."""
+    """Whether ``error`` means the connection failed or was lost, not that a statement failed (nor a
+    client-side error, such as a value psycopg cannot load, which has no SQLSTATE either)."""
+    if not isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
     state = error.sqlstate
     return state is None or state.startswith("08") or state in SERVER_GONE
 
@@ -100,12 +103,20 @@ def naming_dependencies(
             "publish whose commit was cut off is reconciled by the retry)"
         ) from error
     except OSError as error:
-        if warehouse is None or error.errno not in UNWRITABLE:
+        if warehouse is None or error.errno not in UNWRITABLE or not _in_warehouse(error, warehouse):
             raise
         raise WarehouseError(
             f"the warehouse {warehouse} refuses writes: {os.strerror(error.errno)}; free space or fix its "
             "permissions, then retry"
         ) from error
+
+
+def _in_warehouse(error: OSError, warehouse: str) -> bool:
+    """Whether ``error`` may be about the warehouse: pyarrow's errors name no file, others do (a
+    ``spark-submit`` that may not be executed is not the warehouse's fault)."""
+    if error.filename is None:
+        return True
+    return str(error.filename).startswith(urlparse(warehouse).path or warehouse)
 
 
 def check_spark_reachable(master: str, where: str | None = None) -> None:
@@ -125,14 +136,14 @@ def check_spark_reachable(master: str, where: str | None = None) -> None:
     if parsed.scheme not in SPARK_PORTS:
         return
     where = where or f"{parsed.scheme}://{parsed.netloc}"
-    last: OSError | None = None
-    for endpoint in parsed.netloc.split(","):
-        host, _, port = endpoint.rpartition(":") if ":" in endpoint else (endpoint, "", "")
+    kind = "Spark Connect server" if parsed.scheme == "sc" else "Spark master"
+    last: OSError | ValueError | None = None
+    for endpoint in parsed.netloc.split(","):  # a standalone master may list several hosts
         try:
-            with socket.create_connection((host or "localhost", int(port or SPARK_PORTS[parsed.scheme])),
+            address = urlparse(f"//{endpoint}")  # brackets of an IPv6 host, a missing port
+            with socket.create_connection((address.hostname or "localhost", address.port or SPARK_PORTS[parsed.scheme]),
                                           timeout=SPARK_CONNECT_TIMEOUT):
                 return
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: a port that is not a number
             last = error
-    kind = "Spark Connect server" if parsed.scheme == "sc" else "Spark master"
     raise SparkUnavailableError(f"the {kind} {where} cannot be reached: {last}; nothing was submitted")
