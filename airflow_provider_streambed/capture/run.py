@@ -163,22 +163,31 @@ def _copies(
     added members only.
 
     Raises:
-        SlotError: the slot is missing, lost, or starts after the last cut's W (re-created, e.g.
-            by a resync that has not published yet): the changes in between are not in it.
+        SlotError: the slot is missing or lost.
     """
     if last is None or resync:
         return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
-    confirmed = check_slot(conn, group).confirmed_flush
-    behind = stored is not None and stored.watermark < confirmed  # fails finally when pinned, below
-    if confirmed > last.watermark and not behind:
-        raise SlotError(
-            f"group {group.name!r}: slot {slot_name(group)!r} starts at {confirmed}, after the last cut's "
-            f"W={last.watermark} (it was re-created or advanced by hand), so {REMEDY}"
-        )
-    if confirmed < last.watermark:
+    if check_slot(conn, group).confirmed_flush < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
     added = [table for member, table in tables.items() if member not in last.members]
     return _added_copies(conn, group, added, capture_dir, options)
+
+
+def _check_continues(group: RefreshGroup, start: Lsn, last: CutRecord, stored: RunRecord | None) -> None:
+    """Check that the slot starts at the last cut's W, so its changes continue that cut.
+
+    Raises:
+        SlotError: the slot starts after it (re-created by hand or by a resync that has not
+            published, or advanced by hand): the changes in between are not in it. A run pinned
+            below the slot is left to the pin, which fails it finally.
+    """
+    if start <= last.watermark or (stored is not None and stored.watermark < start):
+        return
+    pinned = " (supersede this run first: it pinned W)" if stored is not None else ""
+    raise SlotError(
+        f"group {group.name!r}: slot {slot_name(group)!r} starts at {start}, after the last cut's W={last.watermark} "
+        f"(it was re-created or advanced by hand), so {REMEDY}{pinned}"
+    )
 
 
 def _finish_unchanged(
@@ -295,6 +304,8 @@ def capture_run(
     status = check_slot(conn, group)
     warn_retention(group, status, wal_retention_warn_bytes)
     start = status.confirmed_flush
+    if last is not None and not resync:
+        _check_continues(group, start, last, stored)
     holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
     watermark = pin_watermark(
         conn, ledger, group, run_key, explicit_watermark=explicit_watermark,
@@ -308,6 +319,12 @@ def capture_run(
         return _finish_unchanged(ledger, group, run_key, last, copies)
     delete_files(capture_dir, f"{CHANGES_PREFIX}-")  # an earlier attempt's changelogs (bootstrap copies stay)
     extracted = extract_changes(conn, group, tables, capture_dir, start, watermark)
+    if (position := slot_position(conn, group)) != start:
+        raise SlotError(
+            f"group {group.name!r}, run {run_key!r}: slot {slot_name(group)!r} moved from {start} to {position} while "
+            "the changes were read (dropped and re-created by a concurrent resync?), so they may be incomplete; "
+            "retry the run"
+        )
     captures = _table_captures(tables, copies, extracted)
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)

@@ -10,10 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from airflow_provider_streambed.capture import run as capture_run_module
 from airflow_provider_streambed.capture.names import slot_name
 from airflow_provider_streambed.capture.run import CaptureResult, capture_run
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import SlotError
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, SlotError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
@@ -114,3 +115,27 @@ def test_a_resync_not_yet_published_blocks_incremental_runs_and_its_retry_reuses
     assert isinstance(following, CaptureResult) and not following.bootstrap
     assert following.manifest.transactions == 5
     assert replay({}, retried, following) == table_state(source, "t", ("id",))
+
+
+def test_a_slot_re_created_while_a_run_reads_it_fails_that_run(
+    source: Conn, ledger: Ledger, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = make_group("t", name="raced")
+    source.execute(SCHEMA)
+    commit_transactions(source, 0, 5)
+    publish(source, ledger, group, capture_run(source, group, ledger, "r0", warehouse))
+    commit_transactions(source, 100, 5)
+    real_extract = capture_run_module.extract_changes
+
+    def resync_meanwhile(*args: Any, **kwargs: Any) -> Any:  # what a concurrent resync does to the slot
+        source.execute("SELECT pg_drop_replication_slot(%s)", (slot_name(group),))
+        commit_transactions(source, 200, 1)
+        source.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot_name(group),))
+        return real_extract(*args, **kwargs)
+
+    monkeypatch.setattr(capture_run_module, "extract_changes", resync_meanwhile)
+    with pytest.raises(SlotError, match=r"moved from .* while the changes were read"):
+        capture_run(source, group, ledger, "r1", warehouse)
+    monkeypatch.setattr(capture_run_module, "extract_changes", real_extract)
+    with pytest.raises(InvalidWatermarkError, match="is behind the slot"):  # final: its W lost changes
+        capture_run(source, group, ledger, "r1", warehouse)
