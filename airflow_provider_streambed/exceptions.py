@@ -86,16 +86,6 @@ class SchemaChangeError(StreambedError):
     """A source table changed in a way the mirror cannot follow (drop, type or key change)."""
 
 
-class OutputSchemaError(SchemaChangeError):
-    """A member's output changes a column of its table in a way Iceberg cannot evolve to (a type
-    that is not a widening); nothing was published, and the output was discarded so that the
-    refresh step computes it again (``member`` names it)."""
-
-    def __init__(self, message: str, member: str) -> None:
-        super().__init__(message)
-        self.member = member
-
-
 class RefreshError(StreambedError):
     """A member of a group failed to refresh."""
 
@@ -104,9 +94,29 @@ class PublishError(StreambedError):
     """A cut could not be published."""
 
 
-class DamagedOutputError(PublishError):
-    """A member's staged output lost a file or has a truncated one; nothing was published, and
-    the output was discarded so that the refresh step computes it again."""
+class StagedOutputError(PublishError):
+    """A member's staged output cannot be published as it is; nothing was published (``member``
+    names it). Before any file of the run moved into a table, publish discards that output so
+    that the refresh step computes it again; after, the run is failed (:class:`UnpublishableRunError`)."""
+
+    def __init__(self, message: str, member: str) -> None:
+        super().__init__(message)
+        self.member = member
+
+
+class DamagedOutputError(StagedOutputError):
+    """A member's staged output lost a file or has a truncated one."""
+
+
+class UnpublishableRunError(PublishError, FinalError):
+    """A member's staged output is unusable after an attempt of the run moved files into the
+    tables, so it cannot be computed again under this run: the run is failed, and the group's
+    next run publishes a new cut."""
+
+
+class OutputSchemaError(StagedOutputError, SchemaChangeError):
+    """A member's output changes a column of its table in a way Iceberg cannot evolve to (a type
+    that is not a widening)."""
 
 
 class PublishConflictError(PublishError):

@@ -5,7 +5,7 @@ a warm Spark Connect server (started here unless ``--spark-remote`` names one), 
 money while ``--runs`` runs of the example bank group follow one another. About a third of the
 runs (``--fault-rate``) meet one fault, chosen at random:
 
-- ``source-down``: the source database is stopped at the pin (the writers pause with it);
+- ``source-down``: the source database is stopped as the run starts (the writers pause with it);
 - ``source-lost``: the capture's source connection is terminated after the pin;
 - ``spark-down``: the Spark Connect server's address refuses connections;
 - ``catalog-down``: the catalog database is stopped as the publish starts;

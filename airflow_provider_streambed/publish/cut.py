@@ -29,9 +29,10 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
     ExpiryConflictError,
-    OutputSchemaError,
     PublishConflictError,
     PublishError,
+    StagedOutputError,
+    UnpublishableRunError,
 )
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.ledger.schema import now
@@ -56,6 +57,7 @@ from airflow_provider_streambed.publish.tables import (
     MemberPlan,
     build_carried,
     build_member,
+    check_staged_output,
     current_pointers,
     move_staged_files,
     parallel,
@@ -63,7 +65,13 @@ from airflow_provider_streambed.publish.tables import (
     stage_cut_updates,
 )
 from airflow_provider_streambed.retention.plan import plan_expiry
-from airflow_provider_streambed.staging import MemberManifest, publishing_marker_uri, staging_root, write_json
+from airflow_provider_streambed.staging import (
+    MemberManifest,
+    publishing_marker_uri,
+    read_json,
+    staging_root,
+    write_json,
+)
 from airflow_provider_streambed.staging.members import discard_member_output
 
 logger = logging.getLogger(__name__)
@@ -123,10 +131,11 @@ def publish_cut(
     Raises:
         CatalogCapabilityError: see :func:`check_capability`.
         PublishConflictError: another writer changed a member table or published meanwhile.
-        PublishError: the manifests or the ledger do not allow the publish; DamagedOutputError when
-            a staged file is truncated or lost.
-        OutputSchemaError: a member's output changes a column's type beyond a widening (its staged
-            output is discarded).
+        PublishError: the manifests or the ledger do not allow the publish.
+        StagedOutputError: a member's staged output is unusable: a file truncated or lost
+            (DamagedOutputError) or a column's type changed beyond a widening (OutputSchemaError);
+            its output is discarded for the refresh to compute again. UnpublishableRunError
+            (final) when an earlier attempt had moved files already.
     """
     commit = check_capability(catalog, group, ledger)
     existing = ledger.cut_for_run(group.name, run_key)
@@ -146,7 +155,6 @@ def publish_cut(
     draft = CutDraft(group, run_key, watermark, cut_id, last, manifests,
                      carried_members(group.name, run_key, carried, last))
     root = staging_root(warehouse_of(catalog), group.name, run_key)
-    write_json(publishing_marker_uri(root), {"run_key": run_key, "started_at": now().isoformat()})
     try:
         if commit is not None:
             assert isinstance(catalog, SqlCatalog)  # pointers and attempts are read from its tables (REST: issue 16)
@@ -157,9 +165,8 @@ def publish_cut(
                 record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
         else:
             record = _publish_per_table(catalog, ledger, draft, root)
-    except OutputSchemaError as error:
-        discard_member_output(root, error.member)
-        raise
+    except StagedOutputError as error:
+        raise _unusable_output(error, root, run_key) from error
     except PublishConflictError:
         if (found := ledger.cut_for_run(group.name, run_key)) is None:
             raise
@@ -172,6 +179,29 @@ def publish_cut(
     return record
 
 
+def _mark_publishing(root: str, run_key: str) -> None:
+    """Record, before the first staged file moves into a table, that this run's publish began."""
+    write_json(publishing_marker_uri(root), {"run_key": run_key, "started_at": now().isoformat()})
+
+
+def _unusable_output(error: StagedOutputError, root: str, run_key: str) -> PublishError:
+    """What a member's unusable staged output makes of the publish (nothing was published).
+
+    Before any attempt moved files into the tables, the member's output is discarded and the
+    error is retryable: the refresh step computes the member again. After, the member's inputs
+    may have moved (its sources' output, its bootstrap copy), so the run is failed.
+    """
+    if read_json(publishing_marker_uri(root)) is None:
+        discard_member_output(root, error.member)
+        return type(error)(f"{error}; nothing was published and the member's staged output was discarded: run the "
+                           "refresh step again (clear refresh_group, or retry the run) to compute it", error.member)
+    return UnpublishableRunError(
+        f"run {run_key!r} cannot publish: {error}; an attempt of this run already moved staged files into the "
+        "tables, so the member cannot be computed again under this run: the run is failed and the group's next "
+        "run publishes a new cut"
+    )
+
+
 def _publish_group(
     catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, root: str, commit: GroupCommit,
     before_commit: BeforeCommit | None,
@@ -180,9 +210,12 @@ def _publish_group(
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     warehouse = warehouse_of(catalog)
     pointers = current_pointers(catalog, group.namespace, draft.members)
-    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers)
+    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
     check_unchanged(group.name, plans, draft.last)
-    files = {name: move_staged_files(plans[name], manifests[name], run_key, root) for name in manifests}
+    for name, manifest in manifests.items():
+        check_staged_output(plans[name], manifest, run_key)
+    _mark_publishing(root, run_key)
+    files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
     expiry = plan_expiry(ledger, group, now(), adding=1, within={plan.table_name for plan in plans.values()})
@@ -217,8 +250,11 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: 
             pointers[name] = catalog.load_table((group.namespace, name)).metadata_location
         except NoSuchTableError:
             continue
-    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers)
+    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
     check_unchanged(group.name, plans, draft.last)
+    for name, manifest in manifests.items():
+        check_staged_output(plans[name], manifest, run_key)
+    _mark_publishing(root, run_key)
     tag = cut_tag(group.name, draft.cut_id)
     built = {}
     for plan in plans.values():
@@ -227,7 +263,7 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: 
             location = catalog.load_table(plan.identifier).metadata_location
             built[plan.member] = BuiltMember(plan, kept.snapshot_id, location)
             continue
-        files = move_staged_files(plan, manifests[plan.member], run_key, root)
+        files = move_staged_files(plan, manifests[plan.member], run_key)
         if plan.base_location is None:
             transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
         else:

@@ -57,7 +57,6 @@ from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
-from airflow_provider_streambed.staging.members import discard_member_output
 
 logger = logging.getLogger(__name__)
 
@@ -147,10 +146,12 @@ def plan_members(
     members: Iterable[str],
     manifests: Mapping[str, MemberManifest],
     pointers: Mapping[str, str],
+    run_key: str = "",
 ) -> dict[str, MemberPlan]:
     """Load (or stage, on first use) every member's table; ``pointers`` from :func:`current_pointers`.
 
-    A table that does not exist yet takes its schema from the member's staged output (``manifests``).
+    A table that does not exist yet takes its schema from the member's staged output (``manifests``
+    of the run ``run_key``), wherever it is: in staging, or moved by an earlier attempt.
     """
     names = list(members)
     if any(name not in pointers for name in names):
@@ -162,7 +163,7 @@ def plan_members(
         if location is None:
             if member not in manifests:
                 raise PublishError(f"member {member!r}: table {namespace}.{member} does not exist, nothing staged")
-            staged = _stage_new_table(catalog, identifier, manifests[member])
+            staged = _stage_new_table(catalog, identifier, manifests[member], run_key)
             return MemberPlan(member, identifier, staged, None, staged.metadata_location)
         metadata = FromInputFile.table_metadata(load_file_io(catalog.properties, location).new_input(location))
         io = load_file_io({**catalog.properties, **metadata.properties}, location)
@@ -176,20 +177,33 @@ def plan_members(
     return dict(zip(names, parallel(plan, names, warehouse_of(catalog)), strict=True))
 
 
-def _stage_new_table(catalog: Catalog, identifier: tuple[str, str], manifest: MemberManifest) -> StagedTable:
-    """A new table whose schema comes from the staged Parquet footer (the name mapping follows)."""
+def _stage_new_table(
+    catalog: Catalog, identifier: tuple[str, str], manifest: MemberManifest, run_key: str
+) -> StagedTable:
+    """A new table whose schema comes from the staged Parquet footer (the name mapping follows).
+
+    Raises:
+        DamagedOutputError: the file is not readable Parquet (truncated).
+    """
     if not manifest.files:
         raise PublishError(
             f"member {manifest.member!r}: table {'.'.join(identifier)} does not exist yet and the staged "
             "output has no Parquet file to take its schema from"
         )
-    filesystem, path = fs.FileSystem.from_uri(manifest.files[0])
-    with filesystem.open_input_file(path) as stream:
-        arrow_schema = pq.read_schema(stream)
-    schema = Catalog._convert_schema_if_needed(arrow_schema)
     if not isinstance(catalog, MetastoreCatalog):
         raise PublishError(f"catalog {catalog.name!r} cannot stage table {'.'.join(identifier)}")
-    return catalog._create_staged_table(identifier, schema)
+    source = manifest.files[0]
+    filesystem, path = fs.FileSystem.from_uri(source)
+    if filesystem.get_file_info(path).type == fs.FileType.NotFound:  # moved into the table by an earlier attempt
+        location = catalog._resolve_table_location(None, *identifier)
+        path = fs.FileSystem.from_uri(f"{run_data_dir(location, run_key)}/{source.rsplit('/', 1)[-1]}")[1]
+    try:
+        with filesystem.open_input_file(path) as stream:
+            arrow_schema = pq.read_schema(stream)
+    except (pa.ArrowInvalid, OSError) as error:
+        raise DamagedOutputError(f"member {manifest.member!r}: staged file {source} is not readable Parquet "
+                                 f"({error})", manifest.member) from error
+    return catalog._create_staged_table(identifier, Catalog._convert_schema_if_needed(arrow_schema))
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,46 +222,66 @@ class MemberFiles:
     incremental: bool = False
 
 
-def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str, root: str) -> MemberFiles:
+def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> None:
+    """Check a member's staged output before publish moves anything: every file is whole (its
+    staged size) or already in the table (moved by an earlier attempt), and the output's schema
+    fits the table's (a dry run of the schema update).
+
+    Raises:
+        DamagedOutputError: a staged file is truncated, or missing and not moved either.
+        OutputSchemaError: the output changes a column's type beyond a widening.
+    """
+    for source in (*manifest.files, *manifest.delete_files):
+        filesystem, path = fs.FileSystem.from_uri(source)
+        info = filesystem.get_file_info(path)
+        if info.type == fs.FileType.NotFound:
+            if filesystem.get_file_info(fs.FileSystem.from_uri(_target(plan, run_key, source))[1]).type \
+                    == fs.FileType.NotFound:
+                raise DamagedOutputError(f"member {plan.member!r}: staged file {source} is missing (and was not "
+                                         "moved into the table either)", plan.member)
+        elif (staged := manifest.sizes.get(source)) is not None and info.size != staged:
+            raise DamagedOutputError(f"member {plan.member!r}: staged file {source} has {info.size} bytes, not the "
+                                     f"{staged} staged (truncated?)", plan.member)
+    if plan.base_location is not None and manifest.files:
+        location = manifest.files[0]
+        filesystem, path = fs.FileSystem.from_uri(location)
+        if filesystem.get_file_info(path).type == fs.FileType.NotFound:
+            path = fs.FileSystem.from_uri(_target(plan, run_key, location))[1]
+        with filesystem.open_input_file(path) as stream:
+            arrow_schema = pq.read_schema(stream)
+        evolve_schema(plan.table.transaction(), arrow_schema)  # the transaction is dropped: a dry run
+
+
+def _target(plan: MemberPlan, run_key: str, source: str) -> str:
+    """Where publish moves the staged file ``source``: the table's ``data/<run key>/``."""
+    return f"{run_data_dir(plan.table.metadata.location, run_key)}/{source.rsplit('/', 1)[-1]}"
+
+
+def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> MemberFiles:
     """Move a member's staged files into its table's ``data/<run key>/``; returns the new URIs.
 
     Position deletes of a whole output name its own data files (an adopted bootstrap copy): they
     are rewritten with the files' new paths (Iceberg's ``rewrite_table_path`` does the same),
     the others name files of the previous snapshot, which do not move. Idempotent: a file already
-    moved by an earlier attempt of the same run is found in place.
+    moved by an earlier attempt of the same run is found in place. Check the output first
+    (:func:`check_staged_output`).
 
     Raises:
-        DamagedOutputError: a staged file is truncated (not its staged size) or missing (and not
-            moved either); the member's output under the staging ``root`` is discarded first, so
-            the refresh step computes it again.
+        DamagedOutputError: a staged file vanished since it was checked.
     """
-    target_dir = run_data_dir(plan.table.metadata.location, run_key)
-
-    def target_of(source: str) -> str:
-        return f"{target_dir}/{source.rsplit('/', 1)[-1]}"
-
-    def damaged(problem: str) -> DamagedOutputError:
-        discard_member_output(root, plan.member)
-        return DamagedOutputError(
-            f"member {plan.member!r}: {problem}; nothing was published and its staged output was discarded: run "
-            "the refresh step again (clear refresh_group, or retry the run) to compute it, then publish"
-        )
-
     def move(source: str, write: Callable[[str, str], None] | None = None) -> str:
-        target = target_of(source)
+        target = _target(plan, run_key, source)
         filesystem, source_path = fs.FileSystem.from_uri(source)
         target_path = fs.FileSystem.from_uri(target)[1]
-        info = filesystem.get_file_info(source_path)
-        if info.type != fs.FileType.NotFound:
-            if (staged := manifest.sizes.get(source)) is not None and info.size != staged:
-                raise damaged(f"staged file {source} has {info.size} bytes, not the {staged} staged (truncated?)")
+        if filesystem.get_file_info(source_path).type != fs.FileType.NotFound:
             filesystem.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
             if write is not None:
                 write(source, target)
             with contextlib.suppress(OSError):  # a concurrent publisher of the same run moved it first
                 filesystem.move(source_path, target_path) if write is None else filesystem.delete_file(source_path)
         if filesystem.get_file_info(target_path).type == fs.FileType.NotFound:
-            raise damaged(f"staged file {source} is missing (and was not moved into the table either)")
+            raise DamagedOutputError(f"member {plan.member!r}: staged file {source} is missing (and was not moved "
+                                     "into the table either)", plan.member)
         return target
 
     data = tuple(move(file) for file in manifest.files)
@@ -344,8 +378,7 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
         raise OutputSchemaError(
             f"member {identifier[-1]!r}: its output does not fit table {'.'.join(identifier)}: "
             f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "
-            "longer decimal); fix the member, whose staged output is discarded so that the refresh computes it "
-            "again, or drop its table to start it anew", identifier[-1],
+            "longer decimal); fix the member, or drop its table to start it anew", identifier[-1],
         ) from error
 
 

@@ -88,11 +88,17 @@ def damage(root: str, manifest: MemberManifest) -> str | None:
 
 
 def file_sizes(uris: tuple[str, ...]) -> dict[str, int]:
-    """The size in bytes of each of the files ``uris`` (all on one file system)."""
+    """The size in bytes of each of the files ``uris`` (all on one file system).
+
+    Raises:
+        RefreshError: a file does not exist.
+    """
     if not uris:
         return {}
     filesystem = fs.FileSystem.from_uri(uris[0])[0]
     infos = filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris])
+    if missing := [uri for uri, info in zip(uris, infos, strict=True) if info.type == fs.FileType.NotFound]:
+        raise RefreshError(f"file {missing[0]} is missing" + (f" ({len(missing)} files)" if len(missing) > 1 else ""))
     return {uri: int(info.size) for uri, info in zip(uris, infos, strict=True)}
 
 

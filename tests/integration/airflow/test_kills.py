@@ -22,7 +22,7 @@ import pytest
 
 from airflow_provider_streambed.capture.names import slot_name
 from airflow_provider_streambed.examples.bank import load_bank, move_money
-from airflow_provider_streambed.exceptions import DamagedOutputError
+from airflow_provider_streambed.exceptions import UnpublishableRunError
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
@@ -100,13 +100,15 @@ def test_a_run_killed_at_any_step_is_retried_into_one_right_cut(
             assert staged_manifest(root, "accounts", pinned.watermark) is None
             assert staged_manifest(root, "transfers", pinned.watermark) is None
             assert staged_manifest(root, "balances", pinned.watermark) is not None
-        if point == "publish-move":  # a file the dead publish had not moved yet is lost: publish finds out
+        if point == "publish-move":  # a file the dead publish had not moved yet is lost: the run cannot publish
             unmoved = next(m for m in MEMBERS if staged_files(root, m))
             staged_files(root, unmoved)[0].unlink()
-            with pytest.raises(DamagedOutputError, match=f"member '{unmoved}': staged file .* is missing"):
+            with pytest.raises(UnpublishableRunError, match=f"member '{unmoved}': staged file .* is missing"):
                 refresh_once(bank, source_dsn=pg_dsn, catalog_properties=props, run_key=run_key)
-            assert read_member_manifest(root, unmoved) is None  # discarded: the next try computes it
+            failed = ledger.get_run("bank", run_key)
+            assert failed is not None and failed.state == RunState.FAILED
             assert len(ledger.list_cuts("bank")) == number - 1
+            run_key, pinned = f"{run_key}-next", None  # the group's next run takes over
 
         result = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=props, run_key=run_key)
         assert result.outcome == RunState.PUBLISHED and result.cut.cut_id == number, point

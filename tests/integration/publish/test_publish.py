@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.catalog import open_catalog, warehouse_of
 from airflow_provider_streambed.exceptions import (
+    DamagedOutputError,
     OutputSchemaError,
     PublishConflictError,
     PublishError,
@@ -19,8 +22,10 @@ from airflow_provider_streambed.exceptions import (
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import commit as commit_module
+from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.staging import group_staging_dir, read_member_manifest, staging_root
+from airflow_provider_streambed.staging.members import file_sizes
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage
 
 pytestmark = pytest.mark.slow
@@ -206,3 +211,40 @@ def test_an_output_that_changes_a_column_type_is_refused_and_computed_again(
     assert publish_cut(catalog, ledger, group, "run2", {**manifests, **fixed}).cut_id == 2
     balances = bank_tables(2)["accounts"]["balance"].to_pylist()
     assert catalog.load_table("ns.totals").scan().to_arrow()["total"].to_pylist() == [sum(balances)]
+
+
+def test_a_truncated_staged_file_is_refused_before_anything_moves(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(100),
+                                                             bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(200), bank_tables(2))
+    manifests = {name: dataclasses.replace(manifest, sizes=file_sizes(manifest.files))
+                 for name, manifest in manifests.items()}
+    truncated = Path(manifests["totals"].files[0].removeprefix("file://"))
+    os.truncate(truncated, truncated.stat().st_size - 1)
+    with pytest.raises(DamagedOutputError, match=r"member 'totals': staged file .* has \d+ bytes, not the \d+ staged "
+                                                 r".*staged output was discarded: run the refresh step again"):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    root = staging_root(warehouse, "bank", "run2")
+    assert read_member_manifest(root, "totals") is None and len(ledger.list_cuts("bank")) == 1
+    assert all(Path(uri.removeprefix("file://")).exists() for uri in manifests["accounts"].files)  # nothing moved
+
+
+def test_a_first_cut_whose_files_moved_before_a_crash_publishes_on_retry(
+    catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(100), bank_tables(1))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the publisher died after moving the staged files")
+
+    monkeypatch.setattr(publish_cut_module, "build_member", crash)
+    with pytest.raises(RuntimeError, match="died after moving"):
+        publish_cut(catalog, ledger, group, "run1", manifests)
+    monkeypatch.undo()
+    assert not any(Path(uri.removeprefix("file://")).exists() for m in manifests.values() for uri in m.files)
+    record = publish_cut(catalog, ledger, group, "run1", manifests)  # the new tables take the moved files' schema
+    assert record.cut_id == 1
+    assert catalog.load_table("ns.totals").scan().to_arrow()["total"].to_pylist() == \
+        bank_tables(1)["totals"]["total"].to_pylist()
