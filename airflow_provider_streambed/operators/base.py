@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 from pyiceberg.catalog import Catalog
@@ -43,6 +44,11 @@ class StreambedBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         self.group = group
         self.catalog_conn_id = catalog_conn_id or group.catalog_conn_id
+        self.lineage: OperatorLineage | None = None
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """The datasets this step read and wrote, as recorded by ``execute`` (:mod:`.lineage`)."""
+        return self.lineage or OperatorLineage()
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the step; a failure is settled in the ledger (see the module docstring) and raised.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import Context
 from airflow.sdk.types import RuntimeTaskInstanceProtocol
 from pyiceberg.catalog import Catalog
@@ -20,6 +21,7 @@ from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
+from airflow_provider_streambed.operators.lineage import StreambedRunFacet, lineage_of, source_datasets
 from airflow_provider_streambed.operators.metrics import emit_copy_progress, emit_freshness, emit_metrics
 
 logger = logging.getLogger(__name__)
@@ -136,6 +138,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 resync=self.resync or bool(context["params"].get(RESYNC_PARAM)),
             )
         confirm_claim(ledger, self.group.name, run_key)
+        self.lineage = lineage_of(lambda: self.source_lineage(run_key, str(result.watermark)), self.task_id)
         if isinstance(result, UnchangedRun):
             emit_freshness(ledger, self.group.name)  # the source was checked: nothing else will say so
             logger.info("group=%s run=%s W=%s: %s", self.group.name, run_key, result.watermark, result.message())
@@ -144,6 +147,16 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         logger.info("group=%s run=%s W=%s: captured (bootstrap=%s)", self.group.name, run_key, result.watermark,
                     result.bootstrap)
         return {"run_key": run_key, **result.summary()}
+
+    def source_lineage(self, run_key: str, watermark: str) -> OperatorLineage:
+        """The mirrored source tables as inputs, and the run (group, run key, W) as a run facet."""
+        from airflow.sdk import BaseHook
+
+        connection = BaseHook.get_connection(self.source_conn_id)
+        inputs = source_datasets(connection.host, connection.port, connection.schema,
+                                 (mirror.qualified_table for mirror in self.group.mirrors))
+        return OperatorLineage(inputs=inputs,
+                               run_facets={"streambed": StreambedRunFacet(self.group.name, run_key, watermark)})
 
     def _copy_progress(self, progress: TableProgress) -> None:
         emit_copy_progress(self.group.name, progress.member, progress.rows)

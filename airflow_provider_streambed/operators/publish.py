@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import AssetAlias, Context, TriggerRule
 from pyiceberg.catalog import Catalog
 
@@ -12,6 +13,7 @@ from airflow_provider_streambed.assets import member_assets
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
+from airflow_provider_streambed.operators.lineage import StreambedRunFacet, lineage_of, table_dataset
 from airflow_provider_streambed.operators.metrics import emit_freshness
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,7 @@ class PublishCutOperator(StreambedBaseOperator):
                         cut.watermark, cut.cut_id)
         with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
             advance_slot(conn, self.group, cut.watermark)
+        self.lineage = lineage_of(lambda: cut_lineage(catalog, ledger, self.group.name, cut), self.task_id)
         self.emit_asset_events(context, cut.cut_id, str(cut.watermark))
         logger.info("group=%s W=%s cut=%d: published", self.group.name, cut.watermark, cut.cut_id)
         emit_freshness(ledger, self.group.name)
@@ -113,3 +116,18 @@ class PublishCutOperator(StreambedBaseOperator):
         alias_events = context["outlet_events"][asset_alias(self.group.name)]
         for asset in self.member_assets:
             alias_events.add(asset, extra=extra)
+
+
+def cut_lineage(catalog: Catalog, ledger: Ledger, group: str, cut: CutRecord) -> OperatorLineage:
+    """Every member table of the cut as an output (its snapshot id and rows), and the cut as a run facet."""
+    from airflow_provider_streambed.catalog import warehouse_of
+    from airflow_provider_streambed.read import CutReader
+
+    rows = CutReader(catalog, group, ledger).get(cut.cut_id).row_counts()
+    outputs = [
+        table_dataset(member.metadata_location.rsplit("/metadata/", 1)[0], warehouse_of(catalog),
+                      member.table_identifier, snapshot_id=member.snapshot_id, rows=rows.get(name))
+        for name, member in sorted(cut.members.items())
+    ]
+    facet = StreambedRunFacet(group, cut.run_key, str(cut.watermark), cut.cut_id)
+    return OperatorLineage(outputs=outputs, run_facets={"streambed": facet})

@@ -7,12 +7,15 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import Context
 from pyiceberg.catalog import Catalog
 
+from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
+from airflow_provider_streambed.operators.lineage import lineage_of
 
 if TYPE_CHECKING:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -216,6 +219,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
                 check_spark_reachable(master, f"{describe_remote(master)} (connection {self.spark_conn_id!r})")
                 hook.submit(job_application())
         manifests = collect_member_manifests(spec)
+        self.lineage = lineage_of(lambda: derived_inputs(catalog, ledger, self.group, spec), self.task_id)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
         written = {name: manifest.reason for name, manifest in sorted(manifests.items()) if manifest.reason}
@@ -231,3 +235,21 @@ def submit_master(hook: SparkSubmitHook) -> str:
     not worth copying. Tested against the installed provider in ``tests/unit/operators``.
     """
     return str(hook._connection["master"])
+
+
+def derived_inputs(catalog: Catalog, ledger: Ledger, group: RefreshGroup, spec: JobSpec) -> OperatorLineage:
+    """The member tables the computed derived members read (as of the last cut; none before the
+    first), and the run as a run facet."""
+    from airflow_provider_streambed.catalog import warehouse_of
+    from airflow_provider_streambed.operators.lineage import StreambedRunFacet, as_input, table_dataset
+
+    last = ledger.last_cut(group.name)
+    read = sorted({group.member(source).name for name in spec.computed_members()
+                   if not isinstance(member := group.member(name), Mirror) for source in member.sources})
+    inputs = [
+        as_input(table_dataset(last.members[name].metadata_location.rsplit("/metadata/", 1)[0],
+                               warehouse_of(catalog), last.members[name].table_identifier))
+        for name in read if last is not None and name in last.members
+    ]
+    facet = StreambedRunFacet(group.name, spec.run_key, str(spec.watermark))
+    return OperatorLineage(inputs=inputs, run_facets={"streambed": facet})

@@ -1,0 +1,106 @@
+"""OpenLineage under ``dag.test()``: the example bank DAG writes START and COMPLETE events whose
+inputs and outputs name the group's source tables and member tables, with the cut's facets."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from airflow.sdk import DAG
+
+from airflow_provider_streambed import StreambedRefreshGroup
+from airflow_provider_streambed.examples.bank import load_bank, move_money
+from airflow_provider_streambed.read import CutReader
+from tests.integration.airflow.conftest import spark_kwargs, sync_dags
+
+pytestmark = pytest.mark.slow
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def clear_openlineage_config() -> None:
+    """Forget the OpenLineage provider's cached configuration (read from the environment once)."""
+    from airflow.providers.openlineage import conf
+
+    for value in vars(conf).values():
+        if callable(getattr(value, "cache_clear", None)):
+            value.cache_clear()
+
+
+@pytest.fixture
+def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Events of this test, one JSON per line (the OpenLineage file transport)."""
+    path = tmp_path / "openlineage.jsonl"
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
+                       json.dumps({"type": "file", "log_file_path": str(path), "append": True}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "streambed-tests")
+    clear_openlineage_config()
+    yield path
+    monkeypatch.undo()
+    clear_openlineage_config()
+
+
+def events(path: Path, task: str, event_type: str) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in lines if e["job"]["name"] == f"bank_lineage.bank.{task}" and e["eventType"] == event_type]
+
+
+def test_each_step_names_what_it_read_and_wrote(
+    bank_connections: dict[str, str], pg_dsn: str, lineage_file: Path
+) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
+    from example_bank import bank
+
+    load_bank(pg_dsn)
+    with DAG("bank_lineage", schedule=None, start_date=START) as dag:
+        StreambedRefreshGroup(bank, **spark_kwargs())
+    sync_dags(dag)
+    for run in range(2):
+        with psycopg.connect(pg_dsn) as conn:
+            import random
+
+            move_money(conn, random.Random(run))
+        assert dag.test(logical_date=START + dt.timedelta(hours=run)).state == "success"
+
+    host, port, database = (psycopg.conninfo.conninfo_to_dict(pg_dsn)[key] for key in ("host", "port", "dbname"))
+    for task in ("capture_watermark", "refresh_group", "publish_cut"):
+        assert len(events(lineage_file, task, "START")) == 2, task
+        assert len(events(lineage_file, task, "COMPLETE")) == 2, task
+
+    captured = events(lineage_file, "capture_watermark", "COMPLETE")[-1]
+    assert {(d["namespace"], d["name"]) for d in captured["inputs"]} == {
+        (f"postgres://{host}:{port}", f"{database}.public.accounts"),
+        (f"postgres://{host}:{port}", f"{database}.public.transfers"),
+    }
+    assert captured["outputs"] == []
+    cut = CutReader(bank_connections, bank).latest()
+    run_facet = captured["run"]["facets"]["streambed"]
+    assert (run_facet["group"], run_facet["watermark"]) == ("bank", str(cut.watermark))
+
+    published = events(lineage_file, "publish_cut", "COMPLETE")[-1]
+    facet = published["run"]["facets"]["streambed"]
+    assert (facet["cutId"], facet["watermark"]) == (cut.cut_id, str(cut.watermark))
+    warehouse = urlparse_path(bank_connections["warehouse"])
+    outputs = {d["name"]: d for d in published["outputs"]}
+    assert set(outputs) == {f"{warehouse}/bank/{name}" for name in ("accounts", "transfers", "balances")}
+    rows = cut.row_counts()
+    for name, member in cut.members.items():
+        dataset = outputs[f"{warehouse}/bank/{name}"]
+        assert dataset["namespace"] == "file"
+        assert dataset["facets"]["version"]["datasetVersion"] == str(member.snapshot_id)
+        assert dataset["facets"]["symlinks"]["identifiers"][0]["name"] == f"bank.{name}"
+        assert dataset["outputFacets"]["outputStatistics"]["rowCount"] == rows[name]
+
+    refreshed = events(lineage_file, "refresh_group", "COMPLETE")[-1]  # balances reads accounts and transfers
+    assert {d["name"] for d in refreshed["inputs"]} == {f"{warehouse}/bank/accounts", f"{warehouse}/bank/transfers"}
+
+
+def urlparse_path(uri: str) -> str:
+    from urllib.parse import urlparse
+
+    return urlparse(uri).path
