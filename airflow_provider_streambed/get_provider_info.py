@@ -54,4 +54,5 @@ def get_provider_info() -> dict[str, Any]:
             },
         ],
         "asset-uris": [{"schemes": ["streambed"], "handler": f"{_PACKAGE}.assets.sanitize_uri"}],
+        "plugins": [{"name": "streambed", "plugin-class": f"{_PACKAGE}.ui.plugin.StreambedPlugin"}],
     }

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import StaticTable
+from pyiceberg.table import StaticTable, Table
 
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
 from airflow_provider_streambed.declarations import RefreshGroup
@@ -52,6 +52,15 @@ def load_duckdb_iceberg(con: DuckDBPyConnection) -> None:
             con.execute(f"LOAD '{path}'")
         else:
             con.execute(f"INSTALL {name}; LOAD {name}")
+
+
+def snapshot_rows(table: Table, snapshot_id: int) -> int:
+    """Live rows of a snapshot from its summary: records less position deletes; -1 when unknown."""
+    snapshot = table.snapshot_by_id(snapshot_id)
+    summary = snapshot.summary if snapshot is not None else None
+    total = summary.get("total-records") if summary is not None else None
+    deleted = summary.get("total-position-deletes", "0") if summary is not None else "0"
+    return int(total) - int(deleted) if total is not None else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +117,7 @@ class Cut:
 
         Records in data files less position deletes (each deletes one live row); -1 when unknown.
         """
-        counts = {}
-        for name, member in self.members.items():
-            snapshot = self.table(name).snapshot_by_id(member.snapshot_id)
-            summary = snapshot.summary if snapshot is not None else None
-            total = summary.get("total-records") if summary is not None else None
-            deleted = summary.get("total-position-deletes", "0") if summary is not None else "0"
-            counts[name] = int(total) - int(deleted) if total is not None else -1
-        return counts
+        return {name: snapshot_rows(self.table(name), member.snapshot_id) for name, member in self.members.items()}
 
     def to_duckdb(self, con: DuckDBPyConnection) -> DuckDBPyConnection:
         """Register every member as a DuckDB view (named like the member) at this cut's snapshot."""

@@ -200,6 +200,12 @@ class CutLedger(LedgerDatabase):
                 newest.expired_at,
             )
 
+    def groups(self) -> list[str]:
+        """The names of the groups that have published a cut kept in this ledger, sorted."""
+        with self.engine.connect() as connection:
+            query = select(cuts_table.c.group_name).distinct().order_by(cuts_table.c.group_name)
+            return list(connection.execute(query).scalars())
+
     def list_cuts(self, group: str, connection: Connection | None = None) -> list[CutRecord]:
         """Every cut of ``group``, oldest first."""
         return self._cuts(group, None, connection)

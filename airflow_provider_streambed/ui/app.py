@@ -1,0 +1,101 @@
+"""The FastAPI app of the Streambed page, mounted by Airflow's api-server at ``/streambed``.
+
+It reads the ledgers of the catalogs named in ``[streambed] catalog_conn_ids`` (Airflow
+connection ids, comma-separated), else of every ``streambed_catalog`` connection in the metadata
+database. Every route needs a logged-in user who may read DAGs, as Airflow's own auth manager
+decides (``requires_access_dag``); without a token the answer is 401. The page never writes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import HTMLResponse
+from pyiceberg.catalog import Catalog
+
+from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.read import snapshot_rows
+from airflow_provider_streambed.ui.page import CutRow, GroupSummary, render_group, render_index
+
+logger = logging.getLogger(__name__)
+
+#: The newest cuts a group's page shows.
+MAX_CUTS = 50
+CATALOG_CONNECTION_TYPE = "streambed_catalog"
+
+app = FastAPI(title="Streambed", docs_url=None, redoc_url=None, openapi_url=None)
+READ_DAGS = [Depends(requires_access_dag("GET"))]
+
+
+def catalog_conn_ids() -> list[str]:
+    """The catalog connections the page reads (see the module docstring)."""
+    from airflow.configuration import conf
+
+    configured = conf.get("streambed", "catalog_conn_ids", fallback="")
+    if names := [name.strip() for name in configured.split(",") if name.strip()]:
+        return names
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(Connection.conn_id).where(Connection.conn_type == CATALOG_CONNECTION_TYPE)
+        return sorted(session.scalars(query).all())
+
+
+def open_ledger(conn_id: str) -> tuple[Catalog, Ledger]:
+    """The catalog of a connection and the ledger in its database (read only: nothing is created)."""
+    from airflow_provider_streambed.catalog import ledger_of
+    from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
+
+    catalog = StreambedCatalogHook(conn_id).get_conn()
+    return catalog, ledger_of(catalog)
+
+
+@app.get("/", response_class=HTMLResponse, dependencies=READ_DAGS)
+def index() -> str:
+    """Every group of every configured catalog, with its newest cut."""
+    groups, problems = [], []
+    for conn_id in catalog_conn_ids():
+        try:
+            _, ledger = open_ledger(conn_id)
+            for name in ledger.groups():
+                last = ledger.last_cut(name)
+                groups.append(GroupSummary(name, conn_id, last.cut_id if last else None,
+                                           last.published_at if last else None))
+        except Exception as error:  # one unreachable catalog must not hide the others
+            logger.warning("streambed page: catalog connection %s: %s", conn_id, error)
+            problems.append(f"catalog connection {conn_id!r} cannot be read: {type(error).__name__}")
+    return render_index(groups, problems)
+
+
+@app.get("/groups/{conn_id}/{group}", response_class=HTMLResponse, dependencies=READ_DAGS)
+def group_page(conn_id: str, group: str, cut: int | None = None) -> str:
+    """A group's newest cuts (rows per member, pins) and its freshness plot; ``cut`` is highlighted."""
+    if conn_id not in catalog_conn_ids():
+        raise HTTPException(status_code=404, detail=f"catalog connection {conn_id!r} is not shown here")
+    catalog, ledger = open_ledger(conn_id)
+    records = ledger.list_cuts(group)[-MAX_CUTS:]
+    if not records:
+        raise HTTPException(status_code=404, detail=f"group {group!r} has no cut in {conn_id!r}")
+    return render_group(group, conn_id, cut_rows(catalog, ledger, records), highlight=cut)
+
+
+def cut_rows(catalog: Catalog, ledger: Ledger, records: list[CutRecord]) -> list[CutRow]:
+    """The page's rows: rows per member from the snapshot summaries (each table loaded once), and
+    the lag from the run's pin to the publish (the commit time of W is not recorded)."""
+    tables = {}
+    rows = []
+    for record in records:
+        counts = {}
+        for name, member in record.members.items():
+            if member.table_identifier not in tables:
+                tables[member.table_identifier] = catalog.load_table(member.table_identifier)
+            counts[name] = snapshot_rows(tables[member.table_identifier], member.snapshot_id)
+        run = ledger.get_run(record.group, record.run_key)
+        lag = (record.published_at - run.pinned_at).total_seconds() if run is not None else None
+        rows.append(CutRow(record.cut_id, str(record.watermark), record.published_at, record.run_key, counts,
+                           record.pinned_at is not None, lag))
+    return rows

@@ -1,0 +1,29 @@
+"""The Streambed page's HTML: escaped, newest cut first, a plot once there are two cuts."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow_provider_streambed.ui.page import CutRow, GroupSummary, freshness_plot, render_group, render_index
+
+AT = dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC)
+
+
+def test_names_are_escaped_and_linked() -> None:
+    html = render_index([GroupSummary("<b>bank</b>", "lake/house", 3, AT)], ["catalog connection 'x' <down>"])
+    assert "&lt;b&gt;bank&lt;/b&gt;" in html and "<b>bank" not in html
+    assert "href='groups/lake%2Fhouse/%3Cb%3Ebank%3C%2Fb%3E'" in html
+    assert "&lt;down&gt;" in html
+
+
+def test_cuts_newest_first_with_rows_pins_and_a_plot() -> None:
+    cuts = [CutRow(n, f"0/{n}", AT + dt.timedelta(minutes=n), f"run{n}", {"a": n, "b": 2 * n}, n == 1, 10.0 * n)
+            for n in (1, 2, 3)]
+    html = render_group("bank", "lake", cuts, highlight=2)
+    assert html.index("id='cut-3'") < html.index("id='cut-2'") < html.index("id='cut-1'")
+    assert "<tr id='cut-2' class='highlight'>" in html
+    assert "<th>a rows</th><th>b rows</th>" in html
+    assert "<td class='num'>3</td><td class='num'>6</td><td></td>" in html
+    assert "<td class='pinned'>pinned</td>" in html
+    assert "points='40.0,126.7 330.0,73.3 620.0,20.0'" in html  # lag 10, 20, 30 s over 2 minutes
+    assert freshness_plot(cuts[:1]) == "<p>The plot needs two cuts.</p>"
