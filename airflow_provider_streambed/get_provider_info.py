@@ -54,5 +54,6 @@ def get_provider_info() -> dict[str, Any]:
             },
         ],
         "asset-uris": [{"schemes": ["streambed"], "handler": f"{_PACKAGE}.assets.sanitize_uri"}],
+        "extra-links": [f"{_PACKAGE}.operators.links.CutLink", f"{_PACKAGE}.operators.links.HoldbackLink"],
         "plugins": [{"name": "streambed", "plugin-class": f"{_PACKAGE}.ui.plugin.StreambedPlugin"}],
     }

@@ -22,7 +22,9 @@ from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
 from airflow_provider_streambed.operators.lineage import StreambedRunFacet, lineage_of, source_datasets
+from airflow_provider_streambed.operators.links import XCOM_KEY, HoldbackLink
 from airflow_provider_streambed.operators.metrics import emit_copy_progress, emit_freshness, emit_metrics
+from airflow_provider_streambed.ui.page import page_url
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")
+    operator_extra_links = (HoldbackLink(),)
 
     def __init__(
         self,
@@ -139,6 +142,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
             )
         confirm_claim(ledger, self.group.name, run_key)
         self.lineage = lineage_of(lambda: self.source_lineage(run_key, str(result.watermark)), self.task_id)
+        ti.xcom_push(key=XCOM_KEY, value=page_url(self.catalog_conn_id, self.group.name))
         if isinstance(result, UnchangedRun):
             emit_freshness(ledger, self.group.name)  # the source was checked: nothing else will say so
             logger.info("group=%s run=%s W=%s: %s", self.group.name, run_key, result.watermark, result.message())

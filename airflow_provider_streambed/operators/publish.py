@@ -14,7 +14,9 @@ from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
 from airflow_provider_streambed.operators.lineage import StreambedRunFacet, lineage_of, table_dataset
+from airflow_provider_streambed.operators.links import XCOM_KEY, CutLink
 from airflow_provider_streambed.operators.metrics import emit_freshness
+from airflow_provider_streambed.ui.page import page_url
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class PublishCutOperator(StreambedBaseOperator):
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id")
+    operator_extra_links = (CutLink(),)
 
     def __init__(
         self, *, source_conn_id: str | None = None, staging_retention_hours: float = 24.0, **kwargs: Any
@@ -82,6 +85,7 @@ class PublishCutOperator(StreambedBaseOperator):
         with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
             advance_slot(conn, self.group, cut.watermark)
         self.lineage = lineage_of(lambda: cut_lineage(catalog, ledger, self.group.name, cut), self.task_id)
+        context["ti"].xcom_push(key=XCOM_KEY, value=page_url(self.catalog_conn_id, self.group.name, cut.cut_id))
         self.emit_asset_events(context, cut.cut_id, str(cut.watermark))
         logger.info("group=%s W=%s cut=%d: published", self.group.name, cut.watermark, cut.cut_id)
         emit_freshness(ledger, self.group.name)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
+#: Where Airflow's api-server mounts the page's app.
+URL_PREFIX = "/streambed"
 #: Width and height of the freshness plot, in SVG units.
 PLOT_WIDTH, PLOT_HEIGHT = 640, 200
 
@@ -52,6 +54,11 @@ def _document(title: str, body: str) -> str:
 def group_href(conn_id: str, group: str) -> str:
     """The page of a group, relative to the app's root."""
     return f"groups/{quote(conn_id, safe='')}/{quote(group, safe='')}"
+
+
+def page_url(conn_id: str, group: str, cut: int | None = None) -> str:
+    """The absolute path of a group's page on the api-server (of one cut, when given)."""
+    return f"{URL_PREFIX}/{group_href(conn_id, group)}" + (f"?cut={cut}" if cut is not None else "")
 
 
 def render_index(groups: Sequence[GroupSummary], problems: Sequence[str] = ()) -> str:

@@ -7,9 +7,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_provider_streambed.ui.app import app
-
-#: Where the api-server mounts the page's app.
-URL_PREFIX = "/streambed"
+from airflow_provider_streambed.ui.page import URL_PREFIX
 
 
 class StreambedPlugin(AirflowPlugin):

@@ -1,5 +1,6 @@
-"""OpenLineage under ``dag.test()``: the example bank DAG writes START and COMPLETE events whose
-inputs and outputs name the group's source tables and member tables, with the cut's facets."""
+"""OpenLineage and extra links under ``dag.test()``: the example bank DAG writes START and COMPLETE
+events whose inputs and outputs name the group's source tables and member tables, with the cut's
+facets, and its capture and publish tasks link to the group's Streambed page."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def test_each_step_names_what_it_read_and_wrote(
             import random
 
             move_money(conn, random.Random(run))
-        assert dag.test(logical_date=START + dt.timedelta(hours=run)).state == "success"
+        dag_run = dag.test(logical_date=START + dt.timedelta(hours=run))
+        assert dag_run.state == "success"
 
     host, port, database = (psycopg.conninfo.conninfo_to_dict(pg_dsn)[key] for key in ("host", "port", "dbname"))
     for task in ("capture_watermark", "refresh_group", "publish_cut"):
@@ -98,6 +100,22 @@ def test_each_step_names_what_it_read_and_wrote(
 
     refreshed = events(lineage_file, "refresh_group", "COMPLETE")[-1]  # balances reads accounts and transfers
     assert {d["name"] for d in refreshed["inputs"]} == {f"{warehouse}/bank/accounts", f"{warehouse}/bank/transfers"}
+
+    # The links Airflow stored for the UI (it builds them from XCom after each task).
+    assert stored_link(dag_run, "bank.publish_cut", "CutLink") == f"/streambed/groups/lakehouse/bank?cut={cut.cut_id}"
+    assert stored_link(dag_run, "bank.capture_watermark", "HoldbackLink") == "/streambed/groups/lakehouse/bank"
+
+
+def stored_link(dag_run: Any, task_id: str, link: str) -> str:
+    """The URL Airflow stored for a task's extra link (what the UI shows)."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.execute(XComModel.get_many(key=f"_link_{link}", run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
+                                                 task_ids=task_id).with_only_columns(XComModel.value)).first()
+    assert row is not None, f"{task_id} stored no {link}"
+    return str(row[0])
 
 
 def urlparse_path(uri: str) -> str:
