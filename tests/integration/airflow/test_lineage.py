@@ -35,13 +35,28 @@ def clear_openlineage_config() -> None:
 
 @pytest.fixture
 def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Events of this test, one JSON per line (the OpenLineage file transport)."""
+    """Events of this test, one JSON per line (the OpenLineage file transport).
+
+    The provider's plugin registers its listener only if OpenLineage was configured when the
+    plugin was imported; earlier tests of the session imported it unconfigured, so the listener is
+    registered here with Airflow's listener managers (and removed after).
+    """
+    from airflow.listeners.listener import get_listener_manager as core_listeners
+    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+    from airflow.sdk.listener import get_listener_manager as task_listeners
+
     path = tmp_path / "openlineage.jsonl"
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
                        json.dumps({"type": "file", "log_file_path": str(path), "append": True}))
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "streambed-tests")
     clear_openlineage_config()
+    listener = get_openlineage_listener()
+    added = [manager for manager in (core_listeners(), task_listeners()) if not manager.pm.is_registered(listener)]
+    for manager in added:
+        manager.add_listener(listener)
     yield path
+    for manager in added:
+        manager.pm.unregister(listener)
     monkeypatch.undo()
     clear_openlineage_config()
 
