@@ -34,6 +34,11 @@ class CutMember:
     snapshot_id: int
     metadata_location: str
 
+    @property
+    def table_location(self) -> str:
+        """The table's location: its metadata file's, less ``/metadata/<file>``."""
+        return self.metadata_location.rsplit("/", 2)[0]
+
 
 @dataclass(frozen=True, slots=True)
 class CutRecord:

@@ -129,8 +129,8 @@ def cut_lineage(catalog: Catalog, ledger: Ledger, group: str, cut: CutRecord) ->
 
     rows = CutReader(catalog, group, ledger).get(cut.cut_id).row_counts()
     outputs = [
-        table_dataset(member.metadata_location.rsplit("/metadata/", 1)[0], warehouse_of(catalog),
-                      member.table_identifier, snapshot_id=member.snapshot_id, rows=rows.get(name))
+        table_dataset(member.table_location, warehouse_of(catalog), member.table_identifier,
+                      snapshot_id=member.snapshot_id, rows=rows.get(name))
         for name, member in sorted(cut.members.items())
     ]
     facet = StreambedRunFacet(group, cut.run_key, str(cut.watermark), cut.cut_id)

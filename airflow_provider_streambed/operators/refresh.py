@@ -247,8 +247,8 @@ def derived_inputs(catalog: Catalog, ledger: Ledger, group: RefreshGroup, spec: 
     read = sorted({group.member(source).name for name in spec.computed_members()
                    if not isinstance(member := group.member(name), Mirror) for source in member.sources})
     inputs = [
-        as_input(table_dataset(last.members[name].metadata_location.rsplit("/metadata/", 1)[0],
-                               warehouse_of(catalog), last.members[name].table_identifier))
+        as_input(table_dataset(last.members[name].table_location, warehouse_of(catalog),
+                               last.members[name].table_identifier))
         for name in read if last is not None and name in last.members
     ]
     facet = StreambedRunFacet(group.name, spec.run_key, str(spec.watermark))

@@ -283,8 +283,7 @@ def _clean_up(
     try:
         if isinstance(catalog, SqlCatalog) and group.retention is None:  # apply_retention sweeps after its expiry
             sweep_attempts(catalog, ledger, warehouse, group.name)
-        # <table>/metadata/<file>.metadata.json -> <table>
-        locations = [member.metadata_location.rsplit("/", 2)[0] for member in record.members.values()]
+        locations = [member.table_location for member in record.members.values()]
         clean_staging(ledger, warehouse, group.name, run_key, locations, retention)
         if group.retention is not None and isinstance(catalog, SqlCatalog):
             from airflow_provider_streambed.retention.maintenance import apply_retention  # it imports this package

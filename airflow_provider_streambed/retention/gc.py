@@ -170,7 +170,7 @@ def collect_garbage(
 def _table_locations(members: Iterable[CutMember]) -> dict[str, str]:
     """Per table identifier of the kept cuts, the table's location (``<table>/metadata/<file>`` -> ``<table>``),
     for tables on a file system GC knows how to match (:data:`COLLECTED_SCHEMES`)."""
-    tables = {member.table_identifier: member.metadata_location.rsplit("/", 2)[0] for member in members}
+    tables = {member.table_identifier: member.table_location for member in members}
     skipped = [identifier for identifier, location in tables.items()
                if urlparse(location).scheme not in COLLECTED_SCHEMES]
     if skipped:
