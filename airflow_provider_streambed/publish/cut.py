@@ -179,8 +179,17 @@ def publish_cut(
     return record
 
 
-def _mark_publishing(root: str, run_key: str) -> None:
-    """Record, before the first staged file moves into a table, that this run's publish began."""
+def _check_then_mark(
+    plans: Mapping[str, MemberPlan], manifests: Mapping[str, MemberManifest], run_key: str, root: str
+) -> None:
+    """Check every member's staged output, then record, before the first staged file moves into
+    a table, that this run's publish began.
+
+    Raises:
+        StagedOutputError: see :func:`check_staged_output`.
+    """
+    for name, manifest in manifests.items():
+        check_staged_output(plans[name], manifest, run_key)
     write_json(publishing_marker_uri(root), {"run_key": run_key, "started_at": now().isoformat()})
 
 
@@ -212,9 +221,7 @@ def _publish_group(
     pointers = current_pointers(catalog, group.namespace, draft.members)
     plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
     check_unchanged(group.name, plans, draft.last)
-    for name, manifest in manifests.items():
-        check_staged_output(plans[name], manifest, run_key)
-    _mark_publishing(root, run_key)
+    _check_then_mark(plans, manifests, run_key, root)
     files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
@@ -252,9 +259,7 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: 
             continue
     plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
     check_unchanged(group.name, plans, draft.last)
-    for name, manifest in manifests.items():
-        check_staged_output(plans[name], manifest, run_key)
-    _mark_publishing(root, run_key)
+    _check_then_mark(plans, manifests, run_key, root)
     tag = cut_tag(group.name, draft.cut_id)
     built = {}
     for plan in plans.values():

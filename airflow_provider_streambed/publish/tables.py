@@ -196,7 +196,7 @@ def _stage_new_table(
     filesystem, path = fs.FileSystem.from_uri(source)
     if filesystem.get_file_info(path).type == fs.FileType.NotFound:  # moved into the table by an earlier attempt
         location = catalog._resolve_table_location(None, *identifier)
-        path = fs.FileSystem.from_uri(f"{run_data_dir(location, run_key)}/{source.rsplit('/', 1)[-1]}")[1]
+        path = fs.FileSystem.from_uri(moved_path(location, run_key, source))[1]
     try:
         with filesystem.open_input_file(path) as stream:
             arrow_schema = pq.read_schema(stream)
@@ -231,30 +231,33 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
         DamagedOutputError: a staged file is truncated, or missing and not moved either.
         OutputSchemaError: the output changes a column's type beyond a widening.
     """
-    for source in (*manifest.files, *manifest.delete_files):
+    def where(source: str) -> tuple[fs.FileSystem, fs.FileInfo, bool]:
+        """The file as staged, else where an earlier attempt moved it (and whether it moved)."""
         filesystem, path = fs.FileSystem.from_uri(source)
         info = filesystem.get_file_info(path)
+        if info.type != fs.FileType.NotFound:
+            return filesystem, info, False
+        moved = fs.FileSystem.from_uri(moved_path(plan.table.metadata.location, run_key, source))[1]
+        return filesystem, filesystem.get_file_info(moved), True
+
+    for source in (*manifest.files, *manifest.delete_files):
+        _, info, moved = where(source)
         if info.type == fs.FileType.NotFound:
-            if filesystem.get_file_info(fs.FileSystem.from_uri(_target(plan, run_key, source))[1]).type \
-                    == fs.FileType.NotFound:
-                raise DamagedOutputError(f"member {plan.member!r}: staged file {source} is missing (and was not "
-                                         "moved into the table either)", plan.member)
-        elif (staged := manifest.sizes.get(source)) is not None and info.size != staged:
+            raise DamagedOutputError(f"member {plan.member!r}: staged file {source} is missing (and was not "
+                                     "moved into the table either)", plan.member)
+        if not moved and (staged := manifest.sizes.get(source)) is not None and info.size != staged:
             raise DamagedOutputError(f"member {plan.member!r}: staged file {source} has {info.size} bytes, not the "
                                      f"{staged} staged (truncated?)", plan.member)
     if plan.base_location is not None and manifest.files:
-        location = manifest.files[0]
-        filesystem, path = fs.FileSystem.from_uri(location)
-        if filesystem.get_file_info(path).type == fs.FileType.NotFound:
-            path = fs.FileSystem.from_uri(_target(plan, run_key, location))[1]
-        with filesystem.open_input_file(path) as stream:
+        filesystem, info, _ = where(manifest.files[0])
+        with filesystem.open_input_file(info.path) as stream:
             arrow_schema = pq.read_schema(stream)
         evolve_schema(plan.table.transaction(), arrow_schema)  # the transaction is dropped: a dry run
 
 
-def _target(plan: MemberPlan, run_key: str, source: str) -> str:
+def moved_path(table_location: str, run_key: str, source: str) -> str:
     """Where publish moves the staged file ``source``: the table's ``data/<run key>/``."""
-    return f"{run_data_dir(plan.table.metadata.location, run_key)}/{source.rsplit('/', 1)[-1]}"
+    return f"{run_data_dir(table_location, run_key)}/{source.rsplit('/', 1)[-1]}"
 
 
 def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> MemberFiles:
@@ -270,7 +273,7 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
         DamagedOutputError: a staged file vanished since it was checked.
     """
     def move(source: str, write: Callable[[str, str], None] | None = None) -> str:
-        target = _target(plan, run_key, source)
+        target = moved_path(plan.table.metadata.location, run_key, source)
         filesystem, source_path = fs.FileSystem.from_uri(source)
         target_path = fs.FileSystem.from_uri(target)[1]
         if filesystem.get_file_info(source_path).type != fs.FileType.NotFound:

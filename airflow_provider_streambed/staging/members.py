@@ -75,15 +75,12 @@ def damage(root: str, manifest: MemberManifest) -> str | None:
     """
     if not manifest.sizes:
         return None  # staged by an older release: nothing to check against
-    uris = list(manifest.sizes)
-    filesystem = fs.FileSystem.from_uri(uris[0])[0]
-    infos = filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris])
-    missing = [uri for uri, info in zip(uris, infos, strict=True) if info.type == fs.FileType.NotFound]
-    for uri, info in zip(uris, infos, strict=True):
+    infos = _file_infos(tuple(manifest.sizes))
+    for uri, info in infos.items():
         if info.type != fs.FileType.NotFound and info.size != manifest.sizes[uri]:
             return f"staged file {uri} has {info.size} bytes, not the {manifest.sizes[uri]} staged (truncated?)"
-    if missing and read_json(publishing_marker_uri(root)) is None:
-        return f"staged file {missing[0]} is missing" + (f" ({len(missing)} files)" if len(missing) > 1 else "")
+    if (missing := _missing(infos)) and read_json(publishing_marker_uri(root)) is None:
+        return f"staged {missing}"
     return None
 
 
@@ -93,13 +90,27 @@ def file_sizes(uris: tuple[str, ...]) -> dict[str, int]:
     Raises:
         RefreshError: a file does not exist.
     """
+    infos = _file_infos(uris)
+    if missing := _missing(infos):
+        raise RefreshError(missing)
+    return {uri: int(info.size) for uri, info in infos.items()}
+
+
+def _file_infos(uris: tuple[str, ...]) -> dict[str, fs.FileInfo]:
+    """What the file system says of each of ``uris`` (one call; all on the file system of the first)."""
     if not uris:
         return {}
     filesystem = fs.FileSystem.from_uri(uris[0])[0]
     infos = filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris])
-    if missing := [uri for uri, info in zip(uris, infos, strict=True) if info.type == fs.FileType.NotFound]:
-        raise RefreshError(f"file {missing[0]} is missing" + (f" ({len(missing)} files)" if len(missing) > 1 else ""))
-    return {uri: int(info.size) for uri, info in zip(uris, infos, strict=True)}
+    return dict(zip(uris, infos, strict=True))
+
+
+def _missing(infos: dict[str, fs.FileInfo]) -> str | None:
+    """``file <uri> is missing`` (and how many are) for files that do not exist, else ``None``."""
+    missing = [uri for uri, info in infos.items() if info.type == fs.FileType.NotFound]
+    if not missing:
+        return None
+    return f"file {missing[0]} is missing" + (f" ({len(missing)} files)" if len(missing) > 1 else "")
 
 
 def discard_member_output(root: str, member: str) -> None:
