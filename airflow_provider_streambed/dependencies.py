@@ -119,15 +119,21 @@ def _in_warehouse(error: OSError, warehouse: str) -> bool:
     return str(error.filename).startswith(urlparse(warehouse).path or warehouse)
 
 
-def check_spark_reachable(master: str, where: str | None = None) -> None:
+def describe_remote(url: str, connection: str | None = None) -> str:
+    """Scheme, hosts and ports of a Spark URL, without the parameters of an ``sc://`` URL (a token
+    among them), and the Airflow connection it came from, if any."""
+    parsed = urlparse(url)
+    return f"{parsed.scheme}://{parsed.netloc}" + (f" (connection {connection!r})" if connection else "")
+
+
+def check_spark_reachable(master: str, connection: str | None = None) -> None:
     """Fail fast when no host of a ``spark://`` master list or ``sc://`` server accepts a connection.
 
     Other masters (``local[...]``, ``yarn``, ``k8s://...``) are not checked.
 
     Args:
         master: the master URL (``spark://h1:7077,h2:7077``, ``sc://host:port/;token=...``).
-        where: how to name it in the error; default: scheme, hosts and ports only (never the
-            parameters of an ``sc://`` URL, which may hold a token).
+        connection: the Airflow connection it came from, named in the error (:func:`describe_remote`).
 
     Raises:
         SparkUnavailableError: no host accepted a TCP connection within 10 s.
@@ -135,7 +141,7 @@ def check_spark_reachable(master: str, where: str | None = None) -> None:
     parsed = urlparse(master)
     if parsed.scheme not in SPARK_PORTS:
         return
-    where = where or f"{parsed.scheme}://{parsed.netloc}"
+    where = describe_remote(master, connection)
     kind = "Spark Connect server" if parsed.scheme == "sc" else "Spark master"
     last: OSError | ValueError | None = None
     for endpoint in parsed.netloc.split(","):  # a standalone master may list several hosts

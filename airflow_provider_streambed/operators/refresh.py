@@ -184,7 +184,6 @@ class RefreshGroupOperator(StreambedBaseOperator):
             job_application,
             write_job_spec,
         )
-        from airflow_provider_streambed.refresh.connect import describe_remote
         from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
         from airflow_provider_streambed.refresh.plan import spark_submit_executable
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
@@ -215,8 +214,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
                 if not self.hook_options["spark_binary"]:
                     spark_submit_executable()  # a clear error when only pyspark-client is installed
                 hook = self.submit_hook(spec, spec_uri, members)
-                master = submit_master(hook)
-                check_spark_reachable(master, f"{describe_remote(master)} (connection {self.spark_conn_id!r})")
+                check_spark_reachable(submit_master(hook), self.spark_conn_id)
                 hook.submit(job_application())
         manifests = collect_member_manifests(spec)
         self.lineage = lineage_of(lambda: derived_inputs(catalog, ledger, self.group, spec), self.task_id)

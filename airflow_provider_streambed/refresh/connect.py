@@ -13,9 +13,8 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from urllib.parse import urlparse
 
-from airflow_provider_streambed.dependencies import check_spark_reachable
+from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 
@@ -24,12 +23,6 @@ logger = logging.getLogger(__name__)
 
 #: Environment variables by which pyspark decides, process-wide, that it talks to Spark Connect.
 CONNECT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
-
-
-def describe_remote(url: str) -> str:
-    """``sc://host:port`` of a Spark Connect URL, without its parameters (a token among them)."""
-    parsed = urlparse(url)
-    return f"{parsed.scheme}://{parsed.netloc}"
 
 
 def run_on_connect(
@@ -52,8 +45,8 @@ def run_on_connect(
 
     from airflow_provider_streambed.refresh.job import REQUIRED_CONF, run_job
 
-    where = describe_remote(url) + (f" (connection {connection!r})" if connection else "")
-    check_spark_reachable(url, where)
+    where = describe_remote(url, connection)
+    check_spark_reachable(url, connection)
     logger.info("group=%s W=%s: running the refresh on the Spark Connect server %s", spec.group["name"],
                 spec.watermark, where)
     with connect_mode():

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_streambed.connect_server import SERVER_CLASS, ConnectServer
-from airflow_provider_streambed.dependencies import check_spark_reachable
+from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError, SparkUnavailableError
-from airflow_provider_streambed.refresh.connect import describe_remote
 from airflow_provider_streambed.testing.postgres import free_port
 
 
@@ -21,7 +20,7 @@ def test_the_server_is_named_without_its_token() -> None:
 def test_an_unreachable_server_fails_fast_naming_it() -> None:
     url = f"sc://localhost:{free_port()}"
     with pytest.raises(RefreshError, match=rf"the Spark Connect server {url} \(connection 'sc'\) cannot be reached"):
-        check_spark_reachable(url, f"{url} (connection 'sc')")
+        check_spark_reachable(url, "sc")
 
 
 def test_an_unreachable_standalone_master_fails_fast_naming_every_host() -> None:
