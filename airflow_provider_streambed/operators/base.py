@@ -98,14 +98,16 @@ class StreambedBaseOperator(BaseOperator):
         return {"run_key": run_key, "watermark_lsn": str(cut.watermark), "published_cut_id": cut.cut_id}
 
 
-def open_catalog(catalog_conn_id: str) -> tuple[Catalog, Ledger]:
-    """The catalog of the Airflow connection ``catalog_conn_id`` and the ledger in its database (created)."""
+def open_catalog(catalog_conn_id: str, *, create: bool = True) -> tuple[Catalog, Ledger]:
+    """The catalog of the Airflow connection ``catalog_conn_id`` and the ledger in its database
+    (its tables created, unless ``create`` is false: a reader that must not write)."""
     from airflow_provider_streambed.catalog import ledger_of
     from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
 
     catalog = StreambedCatalogHook(catalog_conn_id).get_conn()
     ledger = ledger_of(catalog)
-    ledger.create()
+    if create:
+        ledger.create()
     return catalog, ledger
 
 

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.operators.base import open_catalog
 from airflow_provider_streambed.read import snapshot_rows
 from airflow_provider_streambed.ui.page import CutRow, GroupSummary, render_group, render_index
 
@@ -45,22 +46,13 @@ def catalog_conn_ids() -> list[str]:
         return sorted(session.scalars(query).all())
 
 
-def open_ledger(conn_id: str) -> tuple[Catalog, Ledger]:
-    """The catalog of a connection and the ledger in its database (read only: nothing is created)."""
-    from airflow_provider_streambed.catalog import ledger_of
-    from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
-
-    catalog = StreambedCatalogHook(conn_id).get_conn()
-    return catalog, ledger_of(catalog)
-
-
 @app.get("/", response_class=HTMLResponse, dependencies=READ_DAGS)
 def index() -> str:
     """Every group of every configured catalog, with its newest cut."""
     groups, problems = [], []
     for conn_id in catalog_conn_ids():
         try:
-            _, ledger = open_ledger(conn_id)
+            _, ledger = open_catalog(conn_id, create=False)
             for name in ledger.groups():
                 last = ledger.last_cut(name)
                 groups.append(GroupSummary(name, conn_id, last.cut_id if last else None,
@@ -76,7 +68,7 @@ def group_page(conn_id: str, group: str, cut: int | None = None) -> str:
     """A group's newest cuts (rows per member, pins) and its freshness plot; ``cut`` is highlighted."""
     if conn_id not in catalog_conn_ids():
         raise HTTPException(status_code=404, detail=f"catalog connection {conn_id!r} is not shown here")
-    catalog, ledger = open_ledger(conn_id)
+    catalog, ledger = open_catalog(conn_id, create=False)
     records = ledger.list_cuts(group)[-MAX_CUTS:]
     if not records:
         raise HTTPException(status_code=404, detail=f"group {group!r} has no cut in {conn_id!r}")
