@@ -222,8 +222,8 @@ def sync_publication(
         execute(sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = true)").format(sql.Identifier(name)),
                 "altering")
         logger.warning("group=%s: publication %s now publishes partitioned tables under their own name; if a mirror "
-                       "is a partitioned table, the changes of its partitions were not captured before: re-create "
-                       "the group", group.name, name)
+                       "is a partitioned table, the changes of its partitions were not captured before: resync the "
+                       "group (the Param resync, or `streambed resync`)", group.name, name)
     if {table for (table,) in current} != wanted:
         execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(sql.Identifier(name), tables), "altering")
         logger.info("group=%s: publication %s now covers %s", group.name, name, sorted(wanted))
