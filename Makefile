@@ -11,11 +11,14 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 install: system-packages $(VENV)/.installed
 
-# Debian's PostgreSQL server binaries (tests start throwaway clusters) and a Java 17 runtime (Spark).
+# Debian's PostgreSQL server binaries (tests start throwaway clusters), a Java 17 runtime (Spark),
+# and Chromium with its driver (the Streambed page's browser test).
 system-packages:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	[ -x /usr/bin/chromedriver ] || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

@@ -311,6 +311,8 @@ def capture_run(
         conn, ledger, group, run_key, explicit_watermark=explicit_watermark,
         flush_timeout_seconds=flush_timeout_seconds, floor=start, dag_run=dag_run,
     )
+    if not holdback.probe_failed:
+        ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:
         raise InvalidWatermarkError(
             f"group {group.name!r}, run {run_key!r}: W={watermark} is behind the slot at {start}"

@@ -57,6 +57,9 @@ class RunRecord:
         last_error: the class name of the run's last failure, if any.
         replaced_by: the run that superseded it or took over from it after it failed.
         dag_run: the Airflow DAG run, when Airflow ran it.
+        holdback: the visibility report of the run's capture: how many transactions were open
+            longer than the threshold at pin time, and the oldest one's age in seconds; ``None``
+            when not recorded (the probe failed, or the run predates the figures).
     """
 
     group: str
@@ -69,6 +72,7 @@ class RunRecord:
     last_error: str | None = None
     replaced_by: str | None = None
     dag_run: DagRunRef | None = None
+    holdback: tuple[int, float] | None = None
 
     def age(self) -> dt.timedelta:
         """Time since the run pinned its W."""
@@ -89,6 +93,8 @@ class RunRecord:
             last_error=row["last_error"],
             replaced_by=row["replaced_by"],
             dag_run=dag_run,
+            holdback=None if row["holdback_count"] is None
+            else (int(row["holdback_count"]), float(row["holdback_oldest_seconds"] or 0.0)),
         )
 
 
@@ -205,6 +211,16 @@ class RunLedger(LedgerDatabase):
         with self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
         return None if row is None else RunRecord.from_row(row)
+
+    def record_holdback(self, group: str, run_key: str, count: int, oldest_seconds: float) -> None:
+        """Store the visibility report of the run's capture (the latest attempt's figures win)."""
+        statement = (
+            update(runs_table)
+            .where(runs_table.c.group_name == group, runs_table.c.run_key == run_key)
+            .values(holdback_count=count, holdback_oldest_seconds=oldest_seconds)
+        )
+        with self.engine.begin() as conn:
+            conn.execute(statement)
 
     def set_run_state(
         self,

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Connection,
     DateTime,
     Engine,
+    Float,
     ForeignKeyConstraint,
     MetaData,
     Numeric,
@@ -57,6 +58,9 @@ runs_table = Table(
     Column("replaced_by", String(200), nullable=True),  # the run that superseded or took over from it
     Column("dag_id", String(250), nullable=True),  # the Airflow DAG run, when Airflow runs it
     Column("dag_run_id", String(250), nullable=True),
+    # The visibility report at pin time (capture/holdback.py); NULL when the probe failed.
+    Column("holdback_count", BigInteger, nullable=True),
+    Column("holdback_oldest_seconds", Float, nullable=True),
     PrimaryKeyConstraint("group_name", "run_key"),
 )
 

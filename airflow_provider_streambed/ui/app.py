@@ -65,14 +65,16 @@ def index() -> str:
 
 @app.get("/groups/{conn_id}/{group}", response_class=HTMLResponse, dependencies=READ_DAGS)
 def group_page(conn_id: str, group: str, cut: int | None = None) -> str:
-    """A group's newest cuts (rows per member, pins) and its freshness plot; ``cut`` is highlighted."""
+    """A group's last capture with its holdback figures, its newest cuts (rows per member, pins) and
+    its freshness plot; ``cut`` is highlighted."""
     if conn_id not in catalog_conn_ids():
         raise HTTPException(status_code=404, detail=f"catalog connection {conn_id!r} is not shown here")
     catalog, ledger = open_catalog(conn_id, create=False)
     records = ledger.list_cuts(group)[-MAX_CUTS:]
     if not records:
         raise HTTPException(status_code=404, detail=f"group {group!r} has no cut in {conn_id!r}")
-    return render_group(group, conn_id, cut_rows(catalog, ledger, records), highlight=cut)
+    last_run = next(iter(ledger.list_runs(group, limit=1)), None)
+    return render_group(group, conn_id, cut_rows(catalog, ledger, records), last_run, highlight=cut)
 
 
 def cut_rows(catalog: Catalog, ledger: Ledger, records: list[CutRecord]) -> list[CutRow]:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote
 
+from airflow_provider_streambed.ledger.runs import RunRecord
+
 #: Where Airflow's api-server mounts the page's app.
 URL_PREFIX = "/streambed"
 #: Width and height of the freshness plot, in SVG units.
@@ -75,8 +77,11 @@ def render_index(groups: Sequence[GroupSummary], problems: Sequence[str] = ()) -
     return _document("Streambed", f"<h1>Streambed groups</h1>{table}{notes}")
 
 
-def render_group(group: str, conn_id: str, cuts: Sequence[CutRow], highlight: int | None = None) -> str:
-    """A group's cuts, newest first, and its freshness plot; ``highlight`` marks one cut."""
+def render_group(
+    group: str, conn_id: str, cuts: Sequence[CutRow], last_run: RunRecord | None = None, highlight: int | None = None
+) -> str:
+    """A group's last capture (``last_run``), its cuts, newest first, and its freshness plot;
+    ``highlight`` marks one cut."""
     members = sorted({name for cut in cuts for name in cut.rows})
     head = "".join(f"<th>{escape(name)} rows</th>" for name in members)
     rows = "".join(_cut_row(cut, members, cut.cut_id == highlight)
@@ -84,9 +89,26 @@ def render_group(group: str, conn_id: str, cuts: Sequence[CutRow], highlight: in
     table = (f"<table><tr><th>cut</th><th>W</th><th>published at</th><th>run</th>{head}<th></th></tr>{rows}</table>"
              if cuts else "<p>No cut yet.</p>")
     body = (f"<p><a href='../../'>all groups</a></p><h1>Group {escape(group)}</h1>"
-            f"<p>catalog connection {escape(conn_id)}</p><h2>Freshness</h2>{freshness_plot(cuts)}"
+            f"<p>catalog connection {escape(conn_id)}</p>{last_capture(last_run)}"
+            f"<h2>Freshness</h2>{freshness_plot(cuts)}"
             f"<h2>Cuts</h2>{table}")
     return _document(f"Streambed: {group}", body)
+
+
+def last_capture(run: RunRecord | None) -> str:
+    """The newest run's pin and the holdback figures of its capture: the transactions open longer
+    than the capture's threshold when W was pinned, which this cut could not hold."""
+    if run is None:
+        return ""
+    if run.holdback is None:
+        figures = "<td>-</td><td>-</td>"
+    else:
+        count, oldest = run.holdback
+        figures = f"<td class='num'>{count}</td><td class='num'>{oldest:.1f} s</td>"
+    return ("<h2>Last capture</h2><table id='last-capture'><tr><th>run</th><th>pinned at</th><th>W</th><th>state</th>"
+            "<th>held back</th><th>oldest held back</th></tr>"
+            f"<tr><td>{escape(run.run_key)}</td><td>{escape(run.pinned_at.isoformat(timespec='seconds'))}</td>"
+            f"<td>{escape(str(run.watermark))}</td><td>{escape(run.state.value)}</td>{figures}</tr></table>")
 
 
 def _cut_row(cut: CutRow, members: Sequence[str], highlight: bool) -> str:
@@ -114,4 +136,7 @@ def freshness_plot(cuts: Sequence[CutRow]) -> str:
             f"aria-label='cut lag over time'><line x1='40' y1='{PLOT_HEIGHT - 20}' x2='{PLOT_WIDTH - 20}' "
             f"y2='{PLOT_HEIGHT - 20}' stroke='#9ca3af'/><line x1='40' y1='20' x2='40' y2='{PLOT_HEIGHT - 20}' "
             f"stroke='#9ca3af'/><text x='44' y='16' font-size='11'>lag, max {top:.1f} s</text>"
+            f"<text x='40' y='{PLOT_HEIGHT - 4}' font-size='11'>{start:%Y-%m-%d %H:%M:%S}</text>"
+            f"<text x='{PLOT_WIDTH - 20}' y='{PLOT_HEIGHT - 4}' font-size='11' text-anchor='end'>"
+            f"{end:%H:%M:%S} UTC</text>"
             f"<polyline fill='none' stroke='#2563eb' stroke-width='2' points='{coordinates}'/></svg>")

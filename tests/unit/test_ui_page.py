@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
+from airflow_provider_streambed.ledger.runs import RunRecord, RunState
+from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.ui.page import CutRow, GroupSummary, freshness_plot, render_group, render_index
 
 AT = dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC)
@@ -26,4 +29,16 @@ def test_cuts_newest_first_with_rows_pins_and_a_plot() -> None:
     assert "<td class='num'>3</td><td class='num'>6</td><td></td>" in html
     assert "<td class='pinned'>pinned</td>" in html
     assert "points='40.0,126.7 330.0,73.3 620.0,20.0'" in html  # lag 10, 20, 30 s over 2 minutes
+    assert ">2026-11-25 12:01:00</text>" in html and ">12:03:00 UTC</text>" in html  # the time axis
     assert freshness_plot(cuts[:1]) == "<p>The plot needs two cuts.</p>"
+
+
+def test_the_last_capture_shows_its_holdback_figures() -> None:
+    run = RunRecord("bank", "run<3>", Lsn(0x100), RunState.PINNED, AT, AT, holdback=(2, 75.25))
+    html = render_group("bank", "lake", [], run)
+    row = html.split("<table id='last-capture'>", 1)[1].split("</table>", 1)[0]
+    assert "<td>run&lt;3&gt;</td><td>2026-11-25T12:00:00+00:00</td><td>0/100</td><td>pinned</td>" in row
+    assert "<td class='num'>2</td><td class='num'>75.2 s</td>" in row
+    unknown = render_group("bank", "lake", [], replace(run, holdback=None))
+    assert "<td>pinned</td><td>-</td><td>-</td>" in unknown
+    assert "last-capture" not in render_group("bank", "lake", [])

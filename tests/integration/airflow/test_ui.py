@@ -1,53 +1,82 @@
-"""The Streambed page under Airflow's own api-server app (``create_app``) and auth manager: only a
-logged-in user sees it; it lists the groups, then a group's cuts, pins and freshness plot."""
+"""The Streambed page under Airflow's own api-server and auth manager: only a logged-in user sees
+it; it lists the groups, then a group's last capture, cuts, pins and freshness plot. Once through
+the app in-process, once in headless Chromium against a real ``airflow api-server``."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from airflow_provider_streambed.catalog import ledger_of, open_catalog
+from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.testing.postgres import free_port
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
 
 pytestmark = pytest.mark.slow
 
+USER, PASSWORD = "alice", "alice-pw"
+#: Where the browser test leaves its screenshot (``docs/images/streambed-page.png`` is one of them).
+ARTIFACTS = Path(os.environ.get("STREAMBED_TEST_ARTIFACTS", Path(__file__).parents[3] / "test-artifacts"))
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's, installed by `make install`
+
 
 @pytest.fixture
-def api_client(airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    """Airflow's API app with one viewer, ``alice``, whose password is known."""
-    from airflow.api_fastapi.app import create_app, purge_cached_app
-
+def viewer(airflow_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow's simple auth manager with one viewer, ``alice``, whose password is known; the page
+    reads the ``lakehouse`` catalog connection."""
     passwords = tmp_path / "passwords.json"
-    passwords.write_text(json.dumps({"alice": "alice-pw"}))
-    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "alice:viewer")
+    passwords.write_text(json.dumps({USER: PASSWORD}))
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", f"{USER}:viewer")
     monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", str(passwords))
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "streambed-tests-" * 5)
     monkeypatch.setenv("AIRFLOW__STREAMBED__CATALOG_CONN_IDS", "lakehouse")
+
+
+@pytest.fixture
+def api_client(viewer: None) -> TestClient:
+    """Airflow's API app, in this process."""
+    from airflow.api_fastapi.app import create_app, purge_cached_app
+
     purge_cached_app()
     return TestClient(create_app())
+
+
+def publish_bank_cuts(connections: dict[str, str], count: int, spacing: float = 0.0) -> Ledger:
+    """Publish ``count`` cuts of the bank group (runs ``run1``...), ``spacing`` seconds apart, and pin cut 1."""
+    catalog = open_catalog(connections)
+    ledger = ledger_of(catalog)
+    ledger.create()
+    group, warehouse = make_group(), connections["warehouse"]
+    for number in range(1, count + 1):
+        run_key = f"run{number}"
+        manifests = pin_and_stage(ledger, warehouse, "bank", run_key, Lsn(100 * number), bank_tables(number))
+        time.sleep(spacing * number)  # the lag grows: the plot draws a slope
+        publish_cut(catalog, ledger, group, run_key, manifests)
+    ledger.pin_cut("bank", 1)
+    return ledger
 
 
 def test_a_logged_in_user_sees_the_groups_and_their_cuts(
     bank_connections: dict[str, str], api_client: TestClient
 ) -> None:
-    catalog = open_catalog(bank_connections)
-    ledger = ledger_of(catalog)
-    ledger.create()
-    group, warehouse = make_group(), bank_connections["warehouse"]
-    for number in (1, 2):
-        run_key = f"run{number}"
-        manifests = pin_and_stage(ledger, warehouse, "bank", run_key, Lsn(100 * number), bank_tables(number))
-        publish_cut(catalog, ledger, group, run_key, manifests)
-    ledger.pin_cut("bank", 1)
+    ledger = publish_bank_cuts(bank_connections, 2)
 
     with api_client as client:
         assert client.get("/streambed/").status_code == 401  # not logged in
-        login = client.post("/auth/token", json={"username": "alice", "password": "alice-pw"})
+        login = client.post("/auth/token", json={"username": USER, "password": PASSWORD})
         assert login.status_code == 201
         client.cookies.set("_token", login.json()["access_token"])
 
@@ -64,3 +93,105 @@ def test_a_logged_in_user_sees_the_groups_and_their_cuts(
         assert str(ledger.get_cut("bank", 2).watermark) in page.text
         assert client.get("/streambed/groups/lakehouse/nothing").status_code == 404
         assert client.get("/streambed/groups/other_catalog/bank").status_code == 404
+
+
+@pytest.fixture
+def api_server(viewer: None, bank_connections: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """``airflow api-server`` on a free port, with this test's Airflow home and connections; its URL."""
+    port = free_port()
+    log = tmp_path / "api-server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(Path(sys.executable).parent / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port),
+             "--workers", "1"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"airflow api-server did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Chromium through Debian's chromedriver (no network: background services off)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail(f"{CHROMIUM} and {CHROMEDRIVER} are missing: `make install` installs Debian's chromium packages")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     "--window-size=1280,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_in_a_real_browser(bank_connections: dict[str, str], api_server: str, browser: Any) -> None:
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    ledger = publish_bank_cuts(bank_connections, 3, spacing=0.5)
+    ledger.record_holdback("bank", "run3", 1, 75.0)
+    wait = WebDriverWait(browser, 30)
+
+    browser.get(f"{api_server}/streambed/")  # not logged in: refused, no group named
+    assert "Not authenticated" in browser.find_element(By.TAG_NAME, "body").text
+    assert "bank" not in browser.page_source
+
+    browser.get(f"{api_server}/auth/login")  # Airflow's own login form
+    wait.until(ready.presence_of_element_located((By.NAME, "username"))).send_keys(USER)
+    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait.until(lambda driver: driver.get_cookie("_token") is not None)
+
+    browser.get(f"{api_server}/plugin/streambed")  # Browse -> Streambed: the page inside the UI
+    wait.until(ready.frame_to_be_available_and_switch_to_it((By.TAG_NAME, "iframe")))
+    wait.until(ready.element_to_be_clickable((By.LINK_TEXT, "bank"))).click()
+    wait.until(ready.text_to_be_present_in_element((By.TAG_NAME, "h1"), "Group bank"))
+
+    rows = {row.get_attribute("id"): [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in browser.find_elements(By.CSS_SELECTOR, "tr[id^='cut-']")}
+    assert list(rows) == ["cut-3", "cut-2", "cut-1"]
+    for number in (1, 2, 3):
+        cut = ledger.get_cut("bank", number)
+        expected = [str(number), str(cut.watermark), cut.published_at.isoformat(timespec="seconds"), f"run{number}",
+                    "5", "1", "pinned" if number == 1 else ""]
+        assert rows[f"cut-{number}"] == expected
+    capture = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#last-capture td")]
+    assert capture[0] == "run3" and capture[3:] == ["published", "1", "75.0 s"]
+
+    plot = browser.find_element(By.ID, "freshness")  # rendered: the browser laid out a line with length
+    line_length = browser.execute_script("return arguments[0].querySelector('polyline').getTotalLength()", plot)
+    assert plot.size["width"] > 600 and plot.size["height"] > 150 and line_length > 200
+    rgb = Image.open(io.BytesIO(plot.screenshot_as_png)).convert("RGB").tobytes()
+    blue = sum(1 for at in range(0, len(rgb), 3) if rgb[at] < 80 and rgb[at + 2] > 200)
+    assert blue > 100, "the plot's blue line is not painted"
+
+    browser.switch_to.default_content()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(ARTIFACTS / "streambed-page.png"))

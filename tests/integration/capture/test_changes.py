@@ -163,6 +163,7 @@ def test_open_and_prepared_transactions_across_the_pin(source: Conn, ledger: Led
     assert read_changes(result.manifest, "t")["id"].to_pylist() == [4]
     assert result.holdback.count == 2 and result.summary()["holdback_count"] == 2
     assert sorted(detail["prepared"] for detail in result.holdback.details) == [False, True]
+    assert ledger.get_run("g", "r1").holdback == (2, result.holdback.oldest_age_seconds)  # the page shows it
     publish(source, ledger, group, result)
     following = capture_run(source, group, ledger, "r2", warehouse)
     assert sorted(read_changes(following.manifest, "t")["id"].to_pylist()) == [1, 2, 3, 5]
