@@ -2,7 +2,9 @@
 
 The embedded default is pyiceberg's ``SqlCatalog`` on an SQLite file; deployments use a
 PostgreSQL database. Both let one database transaction move several tables' metadata pointers,
-which is what an atomic cut needs (see :mod:`airflow_provider_streambed.publish`).
+which is what an atomic cut needs (see :mod:`airflow_provider_streambed.publish`). A REST catalog
+with the multi-table transactions endpoint serves too; its ledger lives in a database of its own
+(``streambed.ledger-uri``) and its runs stage elsewhere (``streambed.staging-uri``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import SnapshotFiles
 
 DEFAULT_CATALOG_NAME = "streambed"
+#: Catalog property: where runs stage their files when that is not the warehouse.
+STAGING_URI_PROPERTY = "streambed.staging-uri"
+#: Catalog property: the ledger's database for catalogs that are not SQL catalogs.
+LEDGER_URI_PROPERTY = "streambed.ledger-uri"
 
 
 def open_catalog(properties: Mapping[str, str]) -> Catalog:
@@ -49,10 +55,34 @@ def warehouse_of(catalog: Catalog) -> str:
     return str(catalog.properties["warehouse"]).rstrip("/")
 
 
+def staging_of(catalog: Catalog) -> str:
+    """Where runs stage their files: the ``streambed.staging-uri`` property, else the warehouse.
+
+    A catalog whose warehouse Spark cannot write (an object store without Spark's S3 support, or
+    a REST catalog's warehouse name) names a staging location that capture, Spark and publish all
+    reach, such as a shared directory; publish uploads the staged files into the member tables.
+    """
+    if staging := catalog.properties.get(STAGING_URI_PROPERTY):
+        return str(staging).rstrip("/")
+    if isinstance(catalog, SqlCatalog):
+        return warehouse_of(catalog)
+    raise ValueError(f"catalog {catalog.name!r} ({type(catalog).__name__}): property {STAGING_URI_PROPERTY!r} is "
+                     "required: where runs stage their files (a directory that capture, Spark and publish reach)")
+
+
 def ledger_of(catalog: Catalog) -> Ledger:
-    """The run ledger in the catalog's database: a SQL catalog's own engine, else its ``uri``."""
+    """The run ledger: in a SQL catalog's own database, else in the ``streambed.ledger-uri`` database.
+
+    Raises:
+        ValueError: a catalog other than a SQL catalog has no ``streambed.ledger-uri``.
+    """
     engine = getattr(catalog, "engine", None)
-    return Ledger(engine if engine is not None else catalog.properties["uri"])
+    if engine is not None:
+        return Ledger(engine)
+    if uri := catalog.properties.get(LEDGER_URI_PROPERTY):
+        return Ledger(str(uri))
+    raise ValueError(f"catalog {catalog.name!r} ({type(catalog).__name__}): property {LEDGER_URI_PROPERTY!r} is "
+                     "required: the SQLAlchemy URI of the database that holds the run ledger")
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import psycopg
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
-from airflow_provider_streambed.catalog import ledger_of, open_catalog, warehouse_of
+from airflow_provider_streambed.catalog import ledger_of, open_catalog, staging_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.dependencies import describe_catalog, describe_source, naming_dependencies
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
@@ -159,7 +159,7 @@ def _run(
     started = time.perf_counter()
     admit_run(ledger, group.name, run_key, supersede=supersede)
     with psycopg.connect(source_dsn) as conn:
-        captured = capture_run(conn, group, ledger, run_key, warehouse_of(catalog),
+        captured = capture_run(conn, group, ledger, run_key, staging_of(catalog),
                                explicit_watermark=explicit_watermark, copy=copy, resync=resync)
     confirm_claim(ledger, group.name, run_key)
     times.capture = time.perf_counter() - started

@@ -115,7 +115,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
     def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
         """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
         from airflow_provider_streambed.capture.run import capture_run
-        from airflow_provider_streambed.catalog import warehouse_of
+        from airflow_provider_streambed.catalog import staging_of
         from airflow_provider_streambed.hooks.source import StreambedSourceHook
 
         explicit = explicit_watermark(self.group, self.watermark_lsn)
@@ -130,7 +130,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                 self.group,
                 ledger,
                 run_key,
-                warehouse_of(catalog),
+                staging_of(catalog),
                 explicit_watermark=explicit,
                 holdback_warn_seconds=self.holdback_warn_seconds,
                 flush_timeout_seconds=self.flush_timeout_seconds,

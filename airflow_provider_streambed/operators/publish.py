@@ -98,12 +98,12 @@ class PublishCutOperator(StreambedBaseOperator):
         Raises:
             PublishError: the run has no job spec (the refresh step has not run), or see ``publish_cut``.
         """
-        from airflow_provider_streambed.catalog import warehouse_of
+        from airflow_provider_streambed.catalog import staging_of
         from airflow_provider_streambed.publish.cut import publish_cut
         from airflow_provider_streambed.refresh import collect_member_manifests
         from airflow_provider_streambed.staging import JOB_SPEC_PATH, JobSpec, join, read_json, staging_root
 
-        spec_data = read_json(join(staging_root(warehouse_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
+        spec_data = read_json(join(staging_root(staging_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
         if spec_data is None:
             raise PublishError(f"group {self.group.name!r}, run {run_key!r}: no job spec; run refresh_group first")
         spec = JobSpec.from_dict(spec_data)

@@ -176,7 +176,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
 
         An unchanged run (W equals the last cut's W) submits nothing.
         """
-        from airflow_provider_streambed.catalog import warehouse_of
+        from airflow_provider_streambed.catalog import staging_of
         from airflow_provider_streambed.dependencies import check_spark_reachable
         from airflow_provider_streambed.refresh import (
             build_job_spec,
@@ -194,7 +194,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         if (unchanged := unchanged_result(run, self.task_id)) is not None:
             return {"run_key": run_key, **unchanged}
         connection = self.check_spark_connection()
-        manifest_uri = capture_manifest_uri(staging_root(warehouse_of(catalog), self.group.name, run_key))
+        manifest_uri = capture_manifest_uri(staging_root(staging_of(catalog), self.group.name, run_key))
         spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
         spec_uri = write_job_spec(spec)  # the whole run's spec: publish reads it
         if self.members:

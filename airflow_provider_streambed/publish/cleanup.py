@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from pyarrow import fs
 
@@ -40,16 +40,18 @@ def clean_staging(
     run_key: str,
     table_locations: Iterable[str],
     retention_hours: float,
+    properties: Mapping[str, str] | None = None,
 ) -> int:
     """Delete this run's staging root and every abandoned run's; returns how many runs were cleaned.
 
     Args:
         ledger: the run ledger (for the runs' states, one query).
-        warehouse: the warehouse URI.
+        warehouse: where runs stage (the warehouse, or the catalog's staging location).
         group: the group name.
         run_key: the run just published.
         table_locations: the member tables' locations (for moved files of unpublished runs).
         retention_hours: how long a pinned or unknown run's staging is kept.
+        properties: the catalog's properties (they configure an object store holding the tables).
     """
     cleaned = int(delete_dir(staging_root(warehouse, group, run_key)))
     directory = group_staging_dir(warehouse, group)
@@ -71,7 +73,7 @@ def clean_staging(
             continue
         if info.base_name not in published:  # by the cut, not the run's state: its files back cuts
             for location in locations:
-                delete_dir(run_data_dir(location, info.base_name))
+                delete_dir(run_data_dir(location, info.base_name), properties)
         delete_dir(join(directory, info.base_name))
         cleaned += 1
         logger.info("group=%s: deleted the staging of abandoned run %s", group, info.base_name)

@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.exceptions import ExpiryConflictError, LedgerError, PublishConflictError
-from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.tables import BuiltMember, MemberPlan
 
@@ -158,7 +158,8 @@ def commit_group(
         swap_pointers(catalog, connection, group, [member.plan for member in built.values()])
         if before_commit is not None:
             before_commit(connection)
-        record = record_cut(ledger, connection, group, run_key, watermark, cut_id, built)
+        record = record_cut(ledger, connection, group, run_key, watermark, cut_id,
+                        {name: member.cut_member() for name, member in built.items()})
         try:
             ledger.expire_cuts(connection, group, expired)
         except LedgerError as error:
@@ -173,10 +174,13 @@ def record_cut(
     run_key: str,
     watermark: Lsn,
     cut_id: int,
-    built: Mapping[str, BuiltMember],
+    members: Mapping[str, CutMember],
 ) -> CutRecord:
-    """Insert the cut's ledger rows; mark the run published and older pinned runs superseded."""
-    members = {name: member.cut_member() for name, member in built.items()}
+    """Insert the cut's ledger rows; mark the run published and older pinned runs superseded.
+
+    Raises:
+        PublishConflictError: another cut took ``cut_id`` meanwhile, or the run is no longer pinned.
+    """
     record = ledger.record_cut(connection, group, run_key, watermark, members)
     if record.cut_id != cut_id:
         raise PublishConflictError(

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Collection, Mapping
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CreateTableTransaction, Transaction
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_streambed.catalog import warehouse_of
+from airflow_provider_streambed.catalog import staging_of, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
@@ -34,7 +36,7 @@ from airflow_provider_streambed.exceptions import (
     StagedOutputError,
     UnpublishableRunError,
 )
-from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
+from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.publish.attempts import Attempt, settled, sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
@@ -51,6 +53,18 @@ from airflow_provider_streambed.publish.draft import (
     check_run,
     check_unchanged,
     run_watermark,
+)
+from airflow_provider_streambed.publish.rest import (
+    TRANSACTIONS_ENDPOINT,
+    CutMark,
+    carry_tag,
+    commit_transactions,
+    create_missing_tables,
+    load_members,
+    reaching,
+    reconcile,
+    supports_transactions,
+    table_change,
 )
 from airflow_provider_streambed.publish.tables import (
     BuiltMember,
@@ -77,25 +91,26 @@ from airflow_provider_streambed.staging.members import discard_member_output
 logger = logging.getLogger(__name__)
 
 
-def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | None = None) -> GroupCommit | None:
-    """The catalog's atomic group commit for ``group``; ``None`` when the group opted out (``per_table``).
+def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | None = None) -> bool:
+    """Whether ``group``'s cuts commit atomically on ``catalog``; ``False`` when the group opted out
+    (``per_table``).
 
     Raises:
         CatalogCapabilityError: the catalog has no group commit and ``group.atomicity`` is ``group``.
         PublishError: the ledger is not in the SQL catalog's database (its rows must commit with the cut).
     """
     if group.atomicity != "group":
-        return None
-    commit = group_commit_for(catalog)
-    if commit is None:
+        return False
+    rest = isinstance(catalog, RestCatalog) and supports_transactions(catalog)
+    if not rest and group_commit_for(catalog) is None:
         raise CatalogCapabilityError(
             f"group {group.name!r}: catalog {catalog.name!r} ({type(catalog).__name__}) cannot commit several "
-            "tables atomically; use a SQL catalog (SQLite or PostgreSQL) or declare atomicity='per_table' "
-            "(weaker: readers may see a half-published cut)"
+            "tables atomically; use a SQL catalog (SQLite or PostgreSQL), a REST catalog whose server has "
+            f"{TRANSACTIONS_ENDPOINT}, or declare atomicity='per_table' (weaker: readers may see a half-published cut)"
         )
     if ledger is not None and isinstance(catalog, SqlCatalog) and _url(ledger.engine) != _url(catalog.engine):
         raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
-    return commit
+    return True
 
 
 def _url(engine: Engine) -> str:
@@ -137,7 +152,10 @@ def publish_cut(
             its output is discarded for the refresh to compute again. UnpublishableRunError
             (final) when an earlier attempt had moved files already.
     """
-    commit = check_capability(catalog, group, ledger)
+    atomic = check_capability(catalog, group, ledger)
+    if isinstance(catalog, RestCatalog):
+        with reaching(catalog):
+            reconcile(catalog, ledger, group)  # a commit of an earlier attempt whose ledger write was lost
     existing = ledger.cut_for_run(group.name, run_key)
     last = ledger.last_cut(group.name)
     if existing is None and last is not None and last.run_key == run_key:
@@ -154,10 +172,14 @@ def publish_cut(
     started = time.perf_counter()
     draft = CutDraft(group, run_key, watermark, cut_id, last, manifests,
                      carried_members(group.name, run_key, carried, last))
-    root = staging_root(warehouse_of(catalog), group.name, run_key)
+    root = staging_root(staging_of(catalog), group.name, run_key)
     try:
-        if commit is not None:
-            assert isinstance(catalog, SqlCatalog)  # pointers and attempts are read from its tables (REST: issue 16)
+        if atomic and isinstance(catalog, RestCatalog):
+            with reaching(catalog):
+                record = _publish_rest(catalog, ledger, draft, root)
+        elif atomic:
+            commit = group_commit_for(catalog)
+            assert isinstance(catalog, SqlCatalog) and commit is not None  # pointers and attempts: its tables
             try:
                 record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
             except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
@@ -247,6 +269,43 @@ def _publish_group(
         ) from error
 
 
+def _publish_rest(catalog: RestCatalog, ledger: Ledger, draft: CutDraft, root: str) -> CutRecord:
+    """Atomic publish through a REST catalog: staged files uploaded into the tables, then every
+    member's snapshot, tag and cut mark in one multi-table commit, then the cut recorded in the
+    ledger (:mod:`.rest`; a lost ledger write is reconciled by the next publish)."""
+    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
+    tables = create_missing_tables(catalog, group.namespace, manifests,
+                                   load_members(catalog, group.namespace, draft.members))
+    plans = {name: MemberPlan(name, (group.namespace, name), tables[name], tables[name].metadata_location, "")
+             for name in draft.members}
+    check_unchanged(group.name, plans, draft.last)
+    _check_then_mark(plans, manifests, run_key, root)
+    files = parallel(lambda name: move_staged_files(plans[name], manifests[name], run_key), list(manifests),
+                     plans[next(iter(plans))].table.metadata.location)
+    moved = dict(zip(manifests, files, strict=True))
+    tag, mark = cut_tag(group.name, draft.cut_id), CutMark(group.name, draft.cut_id, run_key, draft.watermark)
+    commit_uuid = uuid.uuid4()
+    changes, snapshots = [], {}
+    for name, plan in plans.items():
+        transaction = plan.table.transaction()
+        if (kept := draft.carried.get(name)) is not None:
+            carry_tag(transaction, kept.snapshot_id, tag)
+            snapshots[name] = kept.snapshot_id
+        else:
+            snapshots[name] = stage_cut_updates(transaction, moved[name], draft.snapshot_properties(name), tag,
+                                                commit_uuid)
+        changes.append(table_change(transaction, mark))
+    if not commit_transactions(catalog, group.name, changes):
+        if (record := reconcile(catalog, ledger, group)) is None or record.run_key != run_key:
+            raise PublishError(f"group {group.name!r}, run {run_key!r}: the multi-table commit's outcome was unknown "
+                               "and the catalog does not hold this cut; nothing was published, retry the run")
+        return record
+    members = {name: CutMember(name, plan.table_name, snapshots[name], catalog.load_table(plan.identifier)
+                               .metadata_location) for name, plan in plans.items()}
+    with ledger.begin() as connection:
+        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
+
+
 def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str) -> CutRecord:
     """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
@@ -276,7 +335,8 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: 
         snapshot_id = stage_cut_updates(transaction, files, draft.snapshot_properties(plan.member), tag, None)
         built[plan.member] = BuiltMember(plan, snapshot_id, transaction.commit_transaction().metadata_location)
     with ledger.begin() as connection:
-        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, built)
+        members = {name: member.cut_member() for name, member in built.items()}
+        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
 
 
 def _clean_up(
@@ -289,7 +349,7 @@ def _clean_up(
         if isinstance(catalog, SqlCatalog) and group.retention is None:  # apply_retention sweeps after its expiry
             sweep_attempts(catalog, ledger, warehouse, group.name)
         locations = [member.table_location for member in record.members.values()]
-        clean_staging(ledger, warehouse, group.name, run_key, locations, retention)
+        clean_staging(ledger, staging_of(catalog), group.name, run_key, locations, retention, catalog.properties)
         if group.retention is not None and isinstance(catalog, SqlCatalog):
             from airflow_provider_streambed.retention.maintenance import apply_retention  # it imports this package
 

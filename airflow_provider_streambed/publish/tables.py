@@ -51,6 +51,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.utils.datetime import datetime_to_millis
 from sqlalchemy import select
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import DamagedOutputError, OutputSchemaError, PublishError
 from airflow_provider_streambed.ledger import CutMember
@@ -82,7 +83,8 @@ class MemberPlan:
         identifier: ``(namespace, table)``.
         table: the current table, or a staged new table on first use.
         base_location: the current metadata location (``None``: the table does not exist yet).
-        new_location: where the new metadata file is written (the group commit points there).
+        new_location: where the new metadata file is written (the group commit points there);
+            empty for a REST catalog, whose server writes it.
     """
 
     member: str
@@ -231,13 +233,15 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
         DamagedOutputError: a staged file is truncated, or missing and not moved either.
         OutputSchemaError: the output changes a column's type beyond a widening.
     """
+    properties = plan.table.io.properties
+
     def where(source: str) -> tuple[fs.FileSystem, fs.FileInfo, bool]:
         """The file as staged, else where an earlier attempt moved it (and whether it moved)."""
-        filesystem, path = fs.FileSystem.from_uri(source)
+        filesystem, path = storage.filesystem(source, properties)
         info = filesystem.get_file_info(path)
         if info.type != fs.FileType.NotFound:
             return filesystem, info, False
-        moved = fs.FileSystem.from_uri(moved_path(plan.table.metadata.location, run_key, source))[1]
+        filesystem, moved = storage.filesystem(moved_path(plan.table.metadata.location, run_key, source), properties)
         return filesystem, filesystem.get_file_info(moved), True
 
     for source in (*manifest.files, *manifest.delete_files):
@@ -272,17 +276,23 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
     Raises:
         DamagedOutputError: a staged file vanished since it was checked.
     """
+    properties = plan.table.io.properties
+
     def move(source: str, write: Callable[[str, str], None] | None = None) -> str:
         target = moved_path(plan.table.metadata.location, run_key, source)
-        filesystem, source_path = fs.FileSystem.from_uri(source)
-        target_path = fs.FileSystem.from_uri(target)[1]
-        if filesystem.get_file_info(source_path).type != fs.FileType.NotFound:
-            filesystem.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
+        source_fs, source_path = storage.filesystem(source, properties)
+        target_fs, target_path = storage.filesystem(target, properties)
+        if source_fs.get_file_info(source_path).type != fs.FileType.NotFound:
+            if storage.scheme_of(target) in storage.LOCAL_SCHEMES:  # object stores have no directories to make
+                target_fs.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
             if write is not None:
                 write(source, target)
             with contextlib.suppress(OSError):  # a concurrent publisher of the same run moved it first
-                filesystem.move(source_path, target_path) if write is None else filesystem.delete_file(source_path)
-        if filesystem.get_file_info(target_path).type == fs.FileType.NotFound:
+                if write is None:
+                    storage.transfer(source, target, properties)
+                else:
+                    source_fs.delete_file(source_path)
+        if target_fs.get_file_info(target_path).type == fs.FileType.NotFound:
             raise DamagedOutputError(f"member {plan.member!r}: staged file {source} is missing (and was not moved "
                                      "into the table either)", plan.member)
         return target
@@ -292,15 +302,18 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
         deletes = tuple(move(file) for file in manifest.delete_files)
     else:
         moved = dict(zip(manifest.files, data, strict=True))
-        deletes = tuple(move(file, lambda source, target: relocate_deletes(source, target, moved))
+        deletes = tuple(move(file, lambda source, target: relocate_deletes(source, target, moved, properties))
                         for file in manifest.delete_files)
     return MemberFiles(data, deletes, manifest.incremental)
 
 
-def relocate_deletes(source: str, target: str, moved: dict[str, str]) -> None:
+def relocate_deletes(
+    source: str, target: str, moved: dict[str, str], properties: Mapping[str, str] | None = None
+) -> None:
     """Write the position-delete file ``source`` to ``target`` with each ``file_path`` in ``moved``
-    replaced by its new path (field ids kept); written under a temporary name, then renamed."""
-    filesystem, source_path = fs.FileSystem.from_uri(source)
+    replaced by its new path (field ids kept); written under a temporary name, then renamed (on an
+    object store, where an upload appears whole, written in place). ``properties`` configure object stores."""
+    filesystem, source_path = storage.filesystem(source, properties)
     with filesystem.open_input_file(source_path) as stream:
         table = pq.read_table(stream)
     paths = table.column(DELETE_FILE_PATH)
@@ -308,11 +321,15 @@ def relocate_deletes(source: str, target: str, moved: dict[str, str]) -> None:
     relocated = pc.coalesce(pa.array(list(moved.values()), pa.string()).take(found), paths)
     table = table.set_column(table.schema.get_field_index(DELETE_FILE_PATH),
                              table.schema.field(DELETE_FILE_PATH), relocated)
-    target_path = fs.FileSystem.from_uri(target)[1]
+    target_fs, target_path = storage.filesystem(target, properties)
+    if storage.scheme_of(target) not in storage.LOCAL_SCHEMES:
+        with target_fs.open_output_stream(target_path) as stream:
+            pq.write_table(table, stream)
+        return
     partial = f"{target_path}.{uuid.uuid4().hex}.partial"  # concurrent publishers of a run each write their own
-    with filesystem.open_output_stream(partial) as stream:
+    with target_fs.open_output_stream(partial) as stream:
         pq.write_table(table, stream)
-    filesystem.move(partial, target_path)
+    target_fs.move(partial, target_path)
 
 
 def position_delete_file(io: FileIO, uri: str) -> DataFile:
@@ -341,7 +358,7 @@ def stage_cut_updates(
     """
     table = transaction._table
     if files.data:
-        filesystem, path = fs.FileSystem.from_uri(files.data[0])
+        filesystem, path = storage.filesystem(files.data[0], table.io.properties)
         with filesystem.open_input_file(path) as stream:
             arrow_schema = pq.read_schema(stream)
         if transaction.table_metadata.schema().as_arrow().remove_metadata() != arrow_schema.remove_metadata():

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from airflow_provider_streambed.catalog import plan_snapshot, warehouse_of
+from airflow_provider_streambed.catalog import plan_snapshot, staging_of
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
@@ -101,7 +101,7 @@ def build_job_spec(
         watermark=manifest.watermark,
         prev_watermark=previous.watermark if previous is not None else None,
         cut_number=previous.cut_id + 1 if previous is not None else 1,
-        staging_root=staging_root(warehouse_of(catalog), group.name, run_key),
+        staging_root=staging_root(staging_of(catalog), group.name, run_key),
         capture_manifest=capture_manifest_uri,
         previous_files={name: found.files.data for name, found in planned_files.items()},
         previous_key_columns=_previous_keys(group, tables),

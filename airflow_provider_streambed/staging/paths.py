@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyarrow import fs
+
+from airflow_provider_streambed import storage
 
 CAPTURE_DIR = "_capture"
 MANIFEST_NAME = "manifest.json"
@@ -55,9 +59,10 @@ def delete_files(directory: str, prefix: str) -> None:
             filesystem.delete_file(info.path)
 
 
-def delete_dir(uri: str) -> bool:
-    """Delete the directory ``uri`` and its contents; ``False`` if it did not exist."""
-    filesystem, path = fs.FileSystem.from_uri(uri)
+def delete_dir(uri: str, properties: Mapping[str, str] | None = None) -> bool:
+    """Delete the directory ``uri`` and its contents; ``False`` if it did not exist (``properties``
+    configure an object store, see :func:`airflow_provider_streambed.storage.filesystem`)."""
+    filesystem, path = storage.filesystem(uri, properties)
     if filesystem.get_file_info(path).type == fs.FileType.NotFound:
         return False
     filesystem.delete_dir(path)

@@ -1,0 +1,170 @@
+"""Cuts through a real Iceberg REST catalog (SeaweedFS) with the warehouse on its S3: one
+multi-table commit per cut, a concurrent writer refused whole, the catalog killed mid-publish,
+and a ledger write lost after the commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import requests
+from pyiceberg.catalog import Catalog, load_catalog
+
+from airflow_provider_streambed.catalog import ledger_of, open_catalog, staging_of
+from airflow_provider_streambed.exceptions import CatalogUnavailableError, PublishConflictError
+from airflow_provider_streambed.ledger import Ledger, cut_tag
+from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish import cut as cut_module
+from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.publish import rest as rest_module
+from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, RUN_KEY_PROPERTY
+from airflow_provider_streambed.staging import MemberManifest
+from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
+from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
+
+pytestmark = pytest.mark.slow
+
+MEMBERS = ("accounts", "totals")
+
+
+@pytest.fixture
+def properties(rest_properties: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The REST catalog's properties, with the ledger in an SQLite file and staging on a local disk."""
+    return {**rest_properties, "streambed.ledger-uri": f"sqlite:///{tmp_path / 'ledger.db'}",
+            "streambed.staging-uri": (tmp_path / "staging").as_uri()}
+
+
+@pytest.fixture
+def catalog(properties: dict[str, str]) -> Catalog:
+    return open_catalog(properties)
+
+
+@pytest.fixture
+def ledger(catalog: Catalog) -> Ledger:
+    ledger = ledger_of(catalog)
+    ledger.create()
+    return ledger
+
+
+def stage_run(catalog: Catalog, ledger: Ledger, number: int) -> dict[str, MemberManifest]:
+    """Pin run ``run<number>`` at W = 100 * number and stage bank version ``number``."""
+    return pin_and_stage(ledger, staging_of(catalog), "bank", f"run{number}", Lsn(100 * number), bank_tables(number))
+
+
+def current_cut(client: Catalog) -> dict[str, Any]:
+    """Per member, the cut id of the current snapshot as a fresh client sees it, and the rows."""
+    seen = {}
+    for name in MEMBERS:
+        table = client.load_table(("ns", name))
+        snapshot = table.current_snapshot()
+        assert snapshot is not None
+        seen[name] = (snapshot.summary[CUT_ID_PROPERTY], table.scan(snapshot_id=snapshot.snapshot_id).to_arrow())
+    return seen
+
+
+def test_every_cut_is_one_multi_table_commit_on_s3(catalog: Catalog, ledger: Ledger,
+                                                   rest_properties: dict[str, str]) -> None:
+    group = make_group()
+    for number in range(1, 6):
+        record = publish_cut(catalog, ledger, group, f"run{number}", stage_run(catalog, ledger, number))
+        assert record.cut_id == number and record.watermark == Lsn(100 * number)
+        seen = current_cut(load_catalog("reader", **rest_properties))  # any other REST client
+        assert {cut for cut, _ in seen.values()} == {str(number)}
+        accounts, totals = seen["accounts"][1], seen["totals"][1]
+        assert totals.column("total").to_pylist() == [sum(accounts.column("balance").to_pylist())]  # the invariant
+        for name, member in record.members.items():
+            table = catalog.load_table(member.table_identifier)
+            assert table.metadata.refs[cut_tag("bank", number)].snapshot_id == member.snapshot_id
+            assert member.metadata_location.startswith("s3://warehouse/")
+            files = table.inspect.files().column("file_path").to_pylist()
+            assert files and all(path.startswith(f"s3://warehouse/ns/{name}/data/run{number}/") for path in files)
+    for number in range(1, 6):  # every cut still reads, through the ledger's snapshot ids
+        cut = ledger.get_cut("bank", number)
+        accounts = catalog.load_table("ns.accounts").scan(snapshot_id=cut.members["accounts"].snapshot_id).to_arrow()
+        assert accounts.column("version").to_pylist() == [number] * 5
+    assert not list((Path(staging_of(catalog).removeprefix("file://")) / "bank").glob("run*/*/data/*.parquet"))
+
+
+def test_a_writer_racing_the_commit_fails_the_whole_cut(
+    catalog: Catalog, ledger: Ledger, rest_properties: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = make_group()
+    first = publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
+    manifests = stage_run(catalog, ledger, 2)
+    real_post = rest_module._post_commit
+
+    def racing_post(catalog: Catalog, changes: list[Any]) -> requests.Response:
+        if changes:  # not the capability probe: another client commits to `totals` after this cut loaded it
+            writer = load_catalog("writer", **rest_properties).load_table(("ns", "totals"))
+            writer.append(pa.table({"total": pa.array([1], pa.int64()), "version": pa.array([9], pa.int64())}))
+        return real_post(catalog, changes)
+
+    monkeypatch.setattr(rest_module, "_post_commit", racing_post)
+    with pytest.raises(PublishConflictError, match=r"changed by another writer .*nothing was published"):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    monkeypatch.undo()
+    accounts = catalog.load_table("ns.accounts")
+    assert accounts.current_snapshot().snapshot_id == first.members["accounts"].snapshot_id  # nothing applied
+    assert cut_tag("bank", 2) not in accounts.metadata.refs and ledger.cut_for_run("bank", "run2") is None
+
+    totals = catalog.load_table("ns.totals")  # the repair: the foreign commit is rolled back
+    totals.manage_snapshots().set_current_snapshot(first.members["totals"].snapshot_id).commit()
+    record = publish_cut(catalog, ledger, group, "run2", manifests)
+    assert record.cut_id == 2 and {cut for cut, _ in current_cut(catalog).values()} == {"2"}
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["after-the-commit-applied", "before-the-commit"])
+def test_the_catalog_killed_mid_publish_then_the_retry_publishes_once(
+    catalog: Catalog, ledger: Ledger, seaweed: ThrowawaySeaweed, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    group = make_group()
+    publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
+    manifests = stage_run(catalog, ledger, 2)
+    real_post = rest_module._post_commit
+
+    def crash(catalog: Catalog, changes: list[Any]) -> requests.Response:
+        if not changes:
+            return real_post(catalog, changes)  # the capability probe
+        if applied:
+            real_post(catalog, changes)  # the server applied the commit, then died before its answer arrived
+        seaweed.kill()
+        raise requests.ConnectionError("connection reset by peer")
+
+    monkeypatch.setattr(rest_module, "_post_commit", crash)
+    with pytest.raises(CatalogUnavailableError, match=r"REST catalog at http://127\.0\.0\.1:\d+"):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    monkeypatch.undo()
+    assert ledger.cut_for_run("bank", "run2") is None
+    seaweed.restart()
+    assert catalog.load_table("ns.accounts").current_snapshot().summary[CUT_ID_PROPERTY] == ("2" if applied else "1")
+    record = publish_cut(catalog, ledger, group, "run2", manifests)
+    assert record.cut_id == 2 and [cut.cut_id for cut in ledger.list_cuts("bank")] == [1, 2]
+    assert {cut for cut, _ in current_cut(catalog).values()} == {"2"}
+    for name in MEMBERS:
+        snapshots = catalog.load_table(("ns", name)).snapshots()
+        assert [s.summary[RUN_KEY_PROPERTY] for s in snapshots] == ["run1", "run2"]  # committed exactly once
+    assert publish_cut(catalog, ledger, group, "run3", stage_run(catalog, ledger, 3)).cut_id == 3
+
+
+def test_a_lost_ledger_write_is_recorded_from_the_catalog(
+    catalog: Catalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group = make_group()
+    publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
+    manifests = stage_run(catalog, ledger, 2)
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt  # the worker dies between the catalog commit and the ledger write
+
+    monkeypatch.setattr(cut_module, "record_cut", crash)
+    with pytest.raises(KeyboardInterrupt):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    monkeypatch.undo()
+    assert ledger.cut_for_run("bank", "run2") is None
+    assert {cut for cut, _ in current_cut(catalog).values()} == {"2"}  # readers of the tables see cut 2 whole
+    later = stage_run(catalog, ledger, 3)  # the next publish, of any run, records cut 2 first
+    assert publish_cut(catalog, ledger, group, "run3", later).cut_id == 3
+    assert ledger.cut_for_run("bank", "run2").cut_id == 2
+    assert ledger.get_run("bank", "run2").state.value == "published"

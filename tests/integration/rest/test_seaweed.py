@@ -1,0 +1,42 @@
+"""The throwaway SeaweedFS server: an Iceberg REST catalog on S3 whose tables survive a crash."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+import requests
+from pyiceberg.catalog import load_catalog
+
+from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
+
+pytestmark = pytest.mark.slow
+
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": pa.array(["a", "b", "c"], pa.string())})
+
+
+def read_rows(properties: dict[str, str]) -> list[dict[str, object]]:
+    """The rows of ``shop.orders`` through a new catalog client, by id."""
+    table = load_catalog("rest", **properties).load_table("shop.orders")
+    return sorted(table.scan().to_arrow().to_pylist(), key=lambda row: int(str(row["id"])))
+
+
+def test_tables_survive_a_crash(seaweed: ThrowawaySeaweed, rest_properties: dict[str, str]) -> None:
+    catalog = load_catalog("rest", **rest_properties)
+    catalog.create_namespace("shop")
+    table = catalog.create_table("shop.orders", schema=ROWS.schema)
+    table.append(ROWS)
+    assert table.metadata_location.startswith("s3://warehouse/shop/orders/metadata/")
+    assert read_rows(rest_properties) == ROWS.to_pylist()
+
+    seaweed.kill()
+    with pytest.raises(requests.exceptions.ConnectionError):
+        catalog.list_namespaces()
+
+    seaweed.restart()
+    assert load_catalog("rest", **rest_properties).list_namespaces() == [("shop",)]
+    assert read_rows(rest_properties) == ROWS.to_pylist()
+
+    seaweed.stop()
+    assert not seaweed.root.exists()
+    with pytest.raises(requests.exceptions.ConnectionError):
+        requests.get(f"{seaweed.catalog_uri}/v1/config", timeout=5)
