@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import StaticTable, Table
 
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
@@ -34,15 +33,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def load_duckdb_iceberg(con: DuckDBPyConnection) -> None:
-    """Load DuckDB's iceberg extension, from the ``duckdb-extension-*`` PyPI packages when installed.
+def load_duckdb_iceberg(con: DuckDBPyConnection, extensions: tuple[str, ...] = ("avro", "iceberg")) -> None:
+    """Load DuckDB's iceberg extension (and ``extensions``), from the ``duckdb-extension-*`` PyPI
+    packages when installed.
 
     Those packages ship the extension files for one DuckDB version and need no network;
     otherwise DuckDB installs the extension from its repository.
     """
     import duckdb
 
-    for name in ("avro", "iceberg"):
+    for name in extensions:
         spec = importlib.util.find_spec(f"duckdb_extension_{name}")
         path = None
         if spec is not None and spec.origin is not None:
@@ -52,6 +52,20 @@ def load_duckdb_iceberg(con: DuckDBPyConnection) -> None:
             con.execute(f"LOAD '{path}'")
         else:
             con.execute(f"INSTALL {name}; LOAD {name}")
+
+
+def duckdb_s3_secret(properties: Mapping[str, str]) -> str:
+    """``CREATE SECRET`` for DuckDB's httpfs from pyiceberg's S3 properties (path-style URLs, the
+    way S3-compatible stores are addressed by endpoint)."""
+    def get(key: str) -> str:
+        return str(properties.get(f"s3.{key}") or properties.get(f"client.{key}") or "").replace("'", "''")
+
+    options = {"KEY_ID": get("access-key-id"), "SECRET": get("secret-access-key"), "REGION": get("region")}
+    parts = [f"{key} '{value}'" for key, value in options.items() if value]
+    if endpoint := str(properties.get("s3.endpoint", "")):
+        scheme, _, host = endpoint.rpartition("://")
+        parts += [f"ENDPOINT '{host.rstrip('/')}'", "URL_STYLE 'path'", f"USE_SSL {str(scheme != 'http').lower()}"]
+    return f"CREATE OR REPLACE SECRET streambed_s3 (TYPE s3, {', '.join(parts)})"
 
 
 def snapshot_rows(table: Table, snapshot_id: int) -> int:
@@ -120,8 +134,15 @@ class Cut:
         return {name: snapshot_rows(self.table(name), member.snapshot_id) for name, member in self.members.items()}
 
     def to_duckdb(self, con: DuckDBPyConnection) -> DuckDBPyConnection:
-        """Register every member as a DuckDB view (named like the member) at this cut's snapshot."""
-        load_duckdb_iceberg(con)
+        """Register every member as a DuckDB view (named like the member) at this cut's snapshot.
+
+        Members on S3 are read through DuckDB's httpfs with an S3 secret made from the catalog's
+        ``s3.*`` (else ``client.*``) properties: endpoint, keys and region.
+        """
+        on_s3 = any(member.metadata_location.startswith("s3://") for member in self.members.values())
+        load_duckdb_iceberg(con, ("httpfs", "avro", "iceberg") if on_s3 else ("avro", "iceberg"))
+        if on_s3:
+            con.execute(duckdb_s3_secret(self.catalog.properties))
         for name, member in self.members.items():
             location = member.metadata_location.replace("'", "''")
             con.execute(
@@ -230,7 +251,8 @@ class CutReader:
     Args:
         catalog_or_props: an open catalog, or catalog properties for :func:`open_catalog`.
         group: the group (or its name).
-        ledger: the run ledger; defaults to the one in a SQL catalog's database.
+        ledger: the run ledger; defaults to the one in a SQL catalog's database, or for another
+            catalog the one its ``streambed.ledger-uri`` property names.
     """
 
     def __init__(
@@ -239,9 +261,10 @@ class CutReader:
         self.catalog = catalog_or_props if isinstance(catalog_or_props, Catalog) else open_catalog(catalog_or_props)
         self.group = group.name if isinstance(group, RefreshGroup) else group
         if ledger is None:
-            if not isinstance(self.catalog, SqlCatalog):
-                raise PublishError(f"group {self.group!r}: pass the ledger; catalog {self.catalog.name!r} has none")
-            ledger = ledger_of(self.catalog)
+            try:
+                ledger = ledger_of(self.catalog)
+            except ValueError as error:
+                raise PublishError(f"group {self.group!r}: pass the ledger; {error}") from error
         self.ledger = ledger
 
     def latest(self) -> Cut:

@@ -22,7 +22,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table import CreateTableTransaction, Transaction
+from pyiceberg.table import CommitTableRequest, CreateTableTransaction, Table, Transaction
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -153,9 +153,11 @@ def publish_cut(
             (final) when an earlier attempt had moved files already.
     """
     atomic = check_capability(catalog, group, ledger)
+    tables = {}
     if isinstance(catalog, RestCatalog):
         with reaching(catalog):
-            reconcile(catalog, ledger, group)  # a commit of an earlier attempt whose ledger write was lost
+            tables = load_members(catalog, group.namespace, [member.name for member in group.members])
+            reconcile(catalog, ledger, group, tables)  # a commit of an earlier attempt whose ledger write was lost
     existing = ledger.cut_for_run(group.name, run_key)
     last = ledger.last_cut(group.name)
     if existing is None and last is not None and last.run_key == run_key:
@@ -176,7 +178,7 @@ def publish_cut(
     try:
         if atomic and isinstance(catalog, RestCatalog):
             with reaching(catalog):
-                record = _publish_rest(catalog, ledger, draft, root)
+                record = _publish_rest(catalog, ledger, draft, root, tables)
         elif atomic:
             commit = group_commit_for(catalog)
             assert isinstance(catalog, SqlCatalog) and commit is not None  # pointers and attempts: its tables
@@ -269,39 +271,44 @@ def _publish_group(
         ) from error
 
 
-def _publish_rest(catalog: RestCatalog, ledger: Ledger, draft: CutDraft, root: str) -> CutRecord:
+def _publish_rest(
+    catalog: RestCatalog, ledger: Ledger, draft: CutDraft, root: str, loaded: Mapping[str, Table]
+) -> CutRecord:
     """Atomic publish through a REST catalog: staged files uploaded into the tables, then every
     member's snapshot, tag and cut mark in one multi-table commit, then the cut recorded in the
-    ledger (:mod:`.rest`; a lost ledger write is reconciled by the next publish)."""
+    ledger (:mod:`.rest`; a lost ledger write is reconciled by the next publish). ``loaded``: the
+    member tables that exist, as loaded for the reconciliation."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
-    tables = create_missing_tables(catalog, group.namespace, manifests,
-                                   load_members(catalog, group.namespace, draft.members))
+    tables = create_missing_tables(catalog, group.namespace, manifests, loaded)
     plans = {name: MemberPlan(name, (group.namespace, name), tables[name], tables[name].metadata_location, "")
              for name in draft.members}
     check_unchanged(group.name, plans, draft.last)
     _check_then_mark(plans, manifests, run_key, root)
-    files = parallel(lambda name: move_staged_files(plans[name], manifests[name], run_key), list(manifests),
-                     plans[next(iter(plans))].table.metadata.location)
+    remote = plans[next(iter(plans))].table.metadata.location
+    files = parallel(lambda name: move_staged_files(plans[name], manifests[name], run_key), list(manifests), remote)
     moved = dict(zip(manifests, files, strict=True))
     tag, mark = cut_tag(group.name, draft.cut_id), CutMark(group.name, draft.cut_id, run_key, draft.watermark)
     commit_uuid = uuid.uuid4()
-    changes, snapshots = [], {}
-    for name, plan in plans.items():
+
+    def build(plan: MemberPlan) -> tuple[CommitTableRequest, int]:
+        """The member's part of the commit, and its snapshot in the cut."""
         transaction = plan.table.transaction()
-        if (kept := draft.carried.get(name)) is not None:
+        if (kept := draft.carried.get(plan.member)) is not None:
             carry_tag(transaction, kept.snapshot_id, tag)
-            snapshots[name] = kept.snapshot_id
-        else:
-            snapshots[name] = stage_cut_updates(transaction, moved[name], draft.snapshot_properties(name), tag,
-                                                commit_uuid)
-        changes.append(table_change(transaction, mark))
-    if not commit_transactions(catalog, group.name, changes):
+            return table_change(transaction, mark), kept.snapshot_id
+        snapshot_id = stage_cut_updates(transaction, moved[plan.member], draft.snapshot_properties(plan.member), tag,
+                                        commit_uuid)
+        return table_change(transaction, mark), snapshot_id
+
+    built = dict(zip(plans, parallel(build, plans.values(), remote), strict=True))
+    if not commit_transactions(catalog, group.name, [change for change, _ in built.values()]):
         if (record := reconcile(catalog, ledger, group)) is None or record.run_key != run_key:
             raise PublishError(f"group {group.name!r}, run {run_key!r}: the multi-table commit's outcome was unknown "
                                "and the catalog does not hold this cut; nothing was published, retry the run")
         return record
-    members = {name: CutMember(name, plan.table_name, snapshots[name], catalog.load_table(plan.identifier)
-                               .metadata_location) for name, plan in plans.items()}
+    committed = load_members(catalog, group.namespace, list(plans))
+    members = {name: CutMember(name, plan.table_name, built[name][1], committed[name].metadata_location)
+               for name, plan in plans.items()}
     with ledger.begin() as connection:
         return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
 

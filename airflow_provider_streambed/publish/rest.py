@@ -44,6 +44,7 @@ from airflow_provider_streambed.exceptions import (
 )
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish.tables import parallel
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -132,27 +133,34 @@ class CutMark:
 
 
 def load_members(catalog: Catalog, namespace: str, members: list[str]) -> dict[str, Table]:
-    """The member tables that exist."""
-    tables = {}
-    for name in members:
+    """The member tables that exist (loaded in parallel: one request each)."""
+    def load(name: str) -> Table | None:
         try:
-            tables[name] = catalog.load_table((namespace, name))
+            return catalog.load_table((namespace, name))
         except NoSuchTableError:
-            continue
-    return tables
+            return None
+
+    loaded = parallel(load, members, str(catalog.properties.get("uri", "")))
+    return {name: table for name, table in zip(members, loaded, strict=True) if table is not None}
 
 
-def reconcile(catalog: RestCatalog, ledger: Ledger, group: RefreshGroup) -> CutRecord | None:
+def reconcile(
+    catalog: RestCatalog, ledger: Ledger, group: RefreshGroup, tables: Mapping[str, Table] | None = None
+) -> CutRecord | None:
     """Record in the ledger a cut the catalog committed but the ledger lacks; returns it, if any.
 
     The multi-table commit applied to every member or to none, so the members' ``streambed.cut``
     marks agree; the cut is the next one in the ledger and is recorded with its run.
 
+    Args:
+        tables: the member tables as just loaded (:func:`load_members`); loaded here when not given.
+
     Raises:
         PublishError: the members' marks disagree (a member was written outside streambed).
     """
     last = ledger.last_cut(group.name)
-    tables = load_members(catalog, group.namespace, [member.name for member in group.members])
+    if tables is None:
+        tables = load_members(catalog, group.namespace, [member.name for member in group.members])
     marks = {name: CutMark.of(table) for name, table in tables.items()}
     newest = max((mark.cut_id for mark in marks.values() if mark is not None), default=0)
     if newest <= (last.cut_id if last is not None else 0):

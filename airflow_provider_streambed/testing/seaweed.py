@@ -40,6 +40,8 @@ GRPC_OFFSET = 10000
 GRPC_COMPONENTS = ("s3", "master", "volume", "filer", "admin")
 # weed mini reads these as fallbacks of its -bucket, -tableBucket and -s3.externalUrl flags.
 UNSET_ENV = ("S3_BUCKET", "S3_TABLE_BUCKET", "S3_EXTERNAL_URL")
+# Stored files read by the readiness probe: a restarted server answers S3 before its volumes load.
+READ_PROBES = 100
 
 
 def find_weed() -> Path:
@@ -247,7 +249,8 @@ class ThrowawaySeaweed:
         )
 
     def _check(self) -> None:
-        """One readiness probe: a signed ``list_namespaces`` through pyiceberg and a listing of the bucket."""
+        """One readiness probe: a signed ``list_namespaces`` through pyiceberg, a listing of the bucket,
+        and a read of stored files (up to :data:`READ_PROBES`)."""
         from pyarrow import fs
         from pyiceberg.catalog import load_catalog
 
@@ -258,7 +261,10 @@ class ThrowawaySeaweed:
         load_catalog("readiness", **properties).list_namespaces()
         s3 = fs.S3FileSystem(endpoint_override=self.s3_endpoint, access_key=self.access_key,
                              secret_key=self.secret_key, region=REGION, scheme="http")
-        s3.get_file_info(fs.FileSelector(self.warehouse, allow_not_found=False))
+        stored = s3.get_file_info(fs.FileSelector(self.warehouse, allow_not_found=False, recursive=True))
+        for info in [info for info in stored if info.type == fs.FileType.File][:READ_PROBES]:
+            with s3.open_input_stream(info.path) as stream:  # after a restart, volumes load after S3 answers
+                stream.read(1)
 
     def _running(self) -> bool:
         return self._process is not None and self._process.poll() is None
