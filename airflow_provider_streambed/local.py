@@ -18,7 +18,13 @@ import psycopg
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
-from airflow_provider_streambed.catalog import ledger_of, open_catalog, staging_of
+from airflow_provider_streambed.catalog import (
+    LEDGER_URI_PROPERTY,
+    STAGING_URI_PROPERTY,
+    ledger_of,
+    open_catalog,
+    staging_of,
+)
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.dependencies import describe_catalog, describe_source, naming_dependencies
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
@@ -124,9 +130,10 @@ def refresh_once(
         else:
             run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))
 
-    uri = catalog_properties.get("uri")
+    uri = catalog_properties.get(LEDGER_URI_PROPERTY) or catalog_properties.get("uri")  # the ledger's database
+    staging = catalog_properties.get(STAGING_URI_PROPERTY) or catalog_properties.get("warehouse")
     with naming_dependencies(source=describe_source(source_dsn), catalog=describe_catalog(uri) if uri else None,
-                             warehouse=catalog_properties.get("warehouse")):
+                             warehouse=staging):
         catalog = open_catalog(catalog_properties)
         ledger = ledger_of(catalog)
         ledger.create()

@@ -72,7 +72,8 @@ class SnapshotScan:
         self.spark = spark
         self.files = files
         self._names = file_names(files.data) if files.deletes else {}
-        self._frame = spark.read.parquet(*files.data)  # a snapshot's files share one schema (see mirror.py)
+        self._data, self._deletes = files.readable()  # local copies of files Spark cannot reach
+        self._frame = spark.read.parquet(*self._data)  # a snapshot's files share one schema (see mirror.py)
 
     @property
     def columns(self) -> list[str]:
@@ -81,8 +82,8 @@ class SnapshotScan:
 
     def data_bytes(self) -> int:
         """The size of the data files (one metadata request per file)."""
-        filesystem, _ = fs.FileSystem.from_uri(self.files.data[0])
-        paths = [fs.FileSystem.from_uri(uri)[1] for uri in self.files.data]
+        filesystem, _ = fs.FileSystem.from_uri(self._data[0])
+        paths = [fs.FileSystem.from_uri(uri)[1] for uri in self._data]
         return sum(info.size or 0 for info in filesystem.get_file_info(paths))
 
     def rows(self, columns: list[str] | None = None, positions: bool = False) -> DataFrame:
@@ -92,7 +93,7 @@ class SnapshotScan:
             selected += [F.col("_metadata.file_name").alias(ROW_FILE), F.col("_metadata.row_index").alias(ROW_POS)]
         frame = self._frame.select(*selected)
         if self.files.deletes:
-            deleted = self.spark.read.parquet(*self.files.deletes).select(
+            deleted = self.spark.read.parquet(*self._deletes).select(
                 F.substring_index(F.col(DELETE_FILE_PATH), "/", -1).alias(ROW_FILE), F.col(DELETE_POS).alias(ROW_POS)
             )
             frame = frame.join(deleted, [ROW_FILE, ROW_POS], "left_anti")

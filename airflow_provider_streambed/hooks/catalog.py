@@ -1,7 +1,14 @@
-"""The catalog hook: pyiceberg ``SqlCatalog`` properties from an Airflow connection.
+"""The catalog hook: pyiceberg catalog properties from an Airflow connection.
 
-Connection type ``streambed_catalog`` (the apache-iceberg provider's ``iceberg`` type is a REST
-catalog with OAuth credentials; an atomic cut needs a SQL catalog database, so it does not fit).
+Two connection types. The apache-iceberg provider's ``iceberg`` type names a REST catalog, read
+the way its ``IcebergHook`` reads it: ``extra`` holds the pyiceberg properties, the host is the
+catalog URI, login and password an OAuth2 client id and secret (``credential``). Streambed needs
+the properties themselves (Spark jobs and staging use them), while ``IcebergHook`` only hands out
+the opened catalog, so the mapping is repeated here rather than the hook reused. Such a connection
+also names the ledger's database (``streambed.ledger-uri``) and the staging location
+(``streambed.staging-uri``) in its extra.
+
+Connection type ``streambed_catalog`` is a SQL catalog (the ledger lives in its database).
 Fields:
 
 - ``extra.uri``: the SQLAlchemy URI of the catalog database (``sqlite:////data/catalog.db``),
@@ -22,12 +29,19 @@ from airflow.sdk.log import mask_secret
 from pyiceberg.catalog import Catalog
 from sqlalchemy.engine import URL
 
-from airflow_provider_streambed.catalog import DEFAULT_CATALOG_NAME, open_catalog
+from airflow_provider_streambed.catalog import (
+    DEFAULT_CATALOG_NAME,
+    LEDGER_URI_PROPERTY,
+    STAGING_URI_PROPERTY,
+    open_catalog,
+)
 from airflow_provider_streambed.exceptions import ConnectionConfigError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_DRIVER = "postgresql+psycopg"
+#: The apache-iceberg provider's connection type (a REST catalog).
+ICEBERG_CONNECTION_TYPE = "iceberg"
 
 
 class StreambedCatalogHook(BaseHook):
@@ -81,6 +95,8 @@ def catalog_properties_of(conn_id: str, connection: Any) -> dict[str, str]:
     extra = connection.extra_dejson
     if connection.password:
         mask_secret(connection.password)
+    if connection.conn_type == ICEBERG_CONNECTION_TYPE:
+        return rest_properties_of(conn_id, connection)
     warehouse = extra.get("warehouse")
     if not warehouse:
         raise ConnectionConfigError(f"catalog connection {conn_id!r}: extra 'warehouse' (a URI) is required")
@@ -101,4 +117,30 @@ def catalog_properties_of(conn_id: str, connection: Any) -> dict[str, str]:
     mask_secret(uri)
     properties = {str(key): str(value) for key, value in dict(extra.get("properties", {})).items()}
     properties.update(name=str(extra.get("catalog_name", DEFAULT_CATALOG_NAME)), uri=str(uri), warehouse=warehouse)
+    return properties
+
+
+def rest_properties_of(conn_id: str, connection: Any) -> dict[str, str]:
+    """Catalog properties of an ``iceberg`` connection (see the module docstring); secrets masked.
+
+    Raises:
+        ConnectionConfigError: no catalog URI, or no ``streambed.ledger-uri`` or ``streambed.staging-uri``.
+    """
+    properties = {str(key): str(value) for key, value in connection.extra_dejson.items()}
+    if connection.host:
+        properties["uri"] = connection.host.rstrip("/")
+    properties.setdefault("type", "rest")
+    properties.setdefault("name", conn_id)
+    if properties["type"] == "rest" and connection.login and connection.password:
+        properties["credential"] = f"{connection.login}:{connection.password}"
+        mask_secret(properties["credential"])
+    for key in ("uri", LEDGER_URI_PROPERTY, STAGING_URI_PROPERTY):
+        if not properties.get(key):
+            where = "the host (the catalog URI)" if key == "uri" else f"extra {key!r}"
+            raise ConnectionConfigError(
+                f"catalog connection {conn_id!r} (type {ICEBERG_CONNECTION_TYPE!r}): set {where}"
+            )
+    for key, value in properties.items():
+        if "secret" in key or key in ("credential", "token", LEDGER_URI_PROPERTY):
+            mask_secret(value)
     return properties

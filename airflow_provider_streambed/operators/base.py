@@ -56,7 +56,7 @@ class StreambedBaseOperator(BaseOperator):
         A dependency that is down (source, catalog database, warehouse) fails the step with a
         :class:`~airflow_provider_streambed.exceptions.DependencyError` naming it.
         """
-        from airflow_provider_streambed.catalog import warehouse_of
+        from airflow_provider_streambed.catalog import staging_of
 
         run_key = self.run_key(context)
         source = getattr(self, "source_conn_id", None)  # capture and publish use the source
@@ -64,7 +64,7 @@ class StreambedBaseOperator(BaseOperator):
                  "source": f"connection {source!r}" if source else None}
         with naming_dependencies(**names):
             catalog, ledger = self.open_catalog()
-        with naming_dependencies(**names, warehouse=warehouse_of(catalog)):
+        with naming_dependencies(**names, warehouse=staging_of(catalog)):
             try:
                 return self.run_step(context, catalog, ledger, run_key)
             except Exception as error:

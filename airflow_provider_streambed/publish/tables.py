@@ -17,7 +17,9 @@ It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_crea
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -67,11 +69,21 @@ R = TypeVar("R")
 #: Threads for per-member file I/O (metadata reads, Parquet footers, Avro and JSON writes) on
 #: remote storage. On a local disk that work is CPU-bound Python: threads only contend for the GIL.
 IO_THREADS = 16
+_PLAIN_DIR = re.compile(r"[A-Za-z0-9_-]+")
+_UNPLAIN = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def run_data_dir(table_location: str, run_key: str) -> str:
-    """Where a run's staged files live once published into a table: ``<table>/data/<run key>``."""
-    return f"{table_location.rstrip('/')}/data/{run_key}"
+    """Where a run's staged files live once published into a table: ``<table>/data/<run key>``.
+
+    A run key with characters other than letters, digits, ``_`` and ``-`` (an Airflow run's key
+    has a dot) gets them replaced by ``_`` and a short hash of the key appended: some object
+    stores' table buckets (SeaweedFS) refuse a dot in a data directory's name.
+    """
+    name = run_key
+    if not _PLAIN_DIR.fullmatch(run_key):
+        name = f"{_UNPLAIN.sub('_', run_key)}-{hashlib.sha256(run_key.encode()).hexdigest()[:8]}"
+    return f"{table_location.rstrip('/')}/data/{name}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from airflow_provider_streambed.staging import (
     staging_root,
     write_json,
 )
+from airflow_provider_streambed.staging.inputs import local_copies
 from airflow_provider_streambed.staging.members import ERROR_MARKER, staged_manifest
 
 logger = logging.getLogger(__name__)
@@ -108,6 +109,9 @@ def build_job_spec(
         carried=carried,
         previous_deletes={name: found.files.deletes for name, found in planned_files.items() if found.files.deletes},
         rewrite=rewrite,
+        copies=local_copies(staging_of(catalog), group.name,
+                            {name: (*found.files.data, *found.files.deletes) for name, found in planned_files.items()},
+                            catalog.properties),
     )
     for planned in work.values():
         logger.info("group=%s W=%s cut=%d: %s %s (%s%s)", group.name, spec.watermark, spec.cut_number,

@@ -99,17 +99,25 @@ class CaptureManifest:
 class SnapshotFiles:
     """The files of one member snapshot: Parquet data files and the position-delete files over them.
 
-    A row of a data file is live unless a delete file names its ``(file_path, pos)``.
+    A row of a data file is live unless a delete file names its ``(file_path, pos)``. ``copies``
+    maps a file Spark cannot read at its URI to a local copy of it (:mod:`.inputs`); the files keep
+    their URIs (delete files name them), only reading goes to the copies.
     """
 
     data: tuple[str, ...] = ()
     deletes: tuple[str, ...] = ()
+    copies: tuple[tuple[str, str], ...] = ()
+
+    def readable(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Where to read the data and delete files: each file's copy, else its URI."""
+        copies = dict(self.copies)
+        return (tuple(copies.get(uri, uri) for uri in self.data), tuple(copies.get(uri, uri) for uri in self.deletes))
 
     def then(self, manifest: MemberManifest) -> SnapshotFiles:
         """The files of the snapshot that publishing ``manifest`` on top of this one makes."""
         if not manifest.incremental:
             return SnapshotFiles(manifest.files, manifest.delete_files)
-        return SnapshotFiles(self.data + manifest.files, self.deletes + manifest.delete_files)
+        return SnapshotFiles(self.data + manifest.files, self.deletes + manifest.delete_files, self.copies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +205,7 @@ class JobSpec:
             changed for them); the job computes none of them and reads them from ``previous_files``.
         previous_deletes: per member, the position-delete files of its snapshot in the previous cut.
         rewrite: mirrors to write whole rather than merge-on-read, with the reason (compaction).
+        copies: local copies of previous files Spark cannot read at their URIs (URI to copy).
     """
 
     group: dict[str, Any]
@@ -212,10 +221,13 @@ class JobSpec:
     carried: dict[str, str] = field(default_factory=dict)
     previous_deletes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rewrite: dict[str, str] = field(default_factory=dict)
+    copies: dict[str, str] = field(default_factory=dict)
 
     def previous_snapshot(self, member: str) -> SnapshotFiles:
         """The files of ``member``'s snapshot in the previous cut (none: no previous cut, or not needed)."""
-        return SnapshotFiles(self.previous_files.get(member, ()), self.previous_deletes.get(member, ()))
+        data, deletes = self.previous_files.get(member, ()), self.previous_deletes.get(member, ())
+        copies = tuple((uri, self.copies[uri]) for uri in (*data, *deletes) if uri in self.copies)
+        return SnapshotFiles(data, deletes, copies)
 
     def computed_members(self) -> tuple[str, ...]:
         """The members this spec computes: the requested ones (default all) that are not carried."""
@@ -250,4 +262,5 @@ class JobSpec:
             carried=dict(data.get("carried", {})),
             previous_deletes={k: tuple(v) for k, v in data.get("previous_deletes", {}).items()},
             rewrite=dict(data.get("rewrite", {})),
+            copies=dict(data.get("copies", {})),
         )

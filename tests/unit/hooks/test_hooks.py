@@ -109,3 +109,24 @@ def test_catalog_hook_opens_a_sqlite_catalog(monkeypatch: pytest.MonkeyPatch, tm
     catalog = StreambedCatalogHook("lake").get_conn()
     catalog.create_namespace("bank")
     assert ("bank",) in catalog.list_namespaces()
+
+
+def test_an_iceberg_connection_reads_like_the_iceberg_providers_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"warehouse": "warehouse", "s3.endpoint": "http://seaweed:8333",
+             "streambed.ledger-uri": "postgresql+psycopg://ledger:l3dger-pw@db/ledger",
+             "streambed.staging-uri": "file:///shared/staging"}
+    monkeypatch.setenv("AIRFLOW_CONN_REST", json.dumps({
+        "conn_type": "iceberg", "host": "http://seaweed:8181/", "login": "client", "password": "cl13nt-secret",
+        "extra": extra,
+    }))
+    masked: list[str] = []
+    monkeypatch.setattr("airflow_provider_streambed.hooks.catalog.mask_secret", masked.append)
+    assert StreambedCatalogHook("rest").properties == {
+        **extra, "uri": "http://seaweed:8181", "type": "rest", "name": "rest", "credential": "client:cl13nt-secret",
+    }
+    assert {"cl13nt-secret", "client:cl13nt-secret", extra["streambed.ledger-uri"]} <= set(masked)
+    monkeypatch.setenv("AIRFLOW_CONN_REST", json.dumps({"conn_type": "iceberg", "host": "http://seaweed:8181",
+                                                        "extra": {"streambed.staging-uri": "file:///s"}}))
+    with pytest.raises(ConnectionConfigError, match=r"connection 'rest' \(type 'iceberg'\): set extra "
+                                                    r"'streambed.ledger-uri'"):
+        StreambedCatalogHook("rest").properties  # noqa: B018

@@ -51,6 +51,9 @@ def test_attempt_states_follow_the_pointers() -> None:
 def test_names() -> None:
     assert cut_tag("bank", 7) == "bank-cut-7"
     assert run_data_dir("file:///w/ns/t/", "run1") == "file:///w/ns/t/data/run1"
+    dotted = run_data_dir("s3://w/ns/t", "bank.manual__2026")  # no dots: SeaweedFS refuses them there
+    assert dotted.startswith("s3://w/ns/t/data/bank_manual__2026-") and len(dotted.rsplit("-", 1)[1]) == 8
+    assert dotted != run_data_dir("s3://w/ns/t", "bank_manual__2026")
 
 
 def test_parallel_uses_threads_only_for_remote_storage() -> None:

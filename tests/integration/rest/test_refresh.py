@@ -1,0 +1,57 @@
+"""The bank group under a writer, refreshed by ``refresh_once`` through Spark with the REST catalog's
+properties alone: tables on S3, staging and Spark's copies of the previous cut on a local disk."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog import load_catalog
+
+from airflow_provider_streambed.examples.bank import Writer, load_bank
+from airflow_provider_streambed.local import refresh_once
+from airflow_provider_streambed.publish.rest import CutMark
+from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.staging.inputs import INPUTS_DIR
+from tests.integration.airflow.bank import check_cut
+
+pytestmark = pytest.mark.slow
+DAGS = Path(__file__).resolve().parents[3] / "dags"
+
+
+def test_the_bank_group_through_the_rest_catalog_on_s3(
+    pg_dsn: str, rest_properties: dict[str, str], spark_connect_url: str, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(DAGS))
+    from example_bank import bank
+
+    load_bank(pg_dsn)
+    staging = tmp_path / "staging"
+    properties = {**rest_properties, "streambed.ledger-uri": f"sqlite:///{tmp_path / 'ledger.db'}",
+                  "streambed.staging-uri": staging.as_uri()}
+    writer = Writer(pg_dsn)
+    writer.start()
+    try:
+        for number in range(1, 6):
+            result = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties,
+                                  spark_remote=spark_connect_url)
+            assert result.outcome == "published" and result.cut.cut_id == number
+            reader = load_catalog("reader", **rest_properties)  # any REST client sees every member at this cut
+            tables = [reader.load_table((bank.namespace, member.name)) for member in bank.members]
+            assert {CutMark.of(table).cut_id for table in tables} == {number}
+    finally:
+        journal = writer.stop()
+    last = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=properties, spark_remote=spark_connect_url)
+    cuts = CutReader(properties, bank).list()
+    assert [cut.cut_id for cut in cuts] == list(range(1, 7)) and last.cut.cut_id == 6
+    held = set()
+    for cut in cuts:
+        ids = check_cut(cut, journal)
+        assert held <= ids  # cuts only grow
+        held = ids
+    assert held == journal  # the last cut, taken after the writer stopped, holds every transfer
+    for member in cuts[-1].members.values():
+        assert member.metadata_location.startswith("s3://warehouse/")
+    copies = list((staging / "_streambed" / bank.name / INPUTS_DIR).rglob("*.parquet"))
+    assert copies, "Spark read the previous cut from local copies"
