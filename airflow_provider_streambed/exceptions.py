@@ -128,7 +128,8 @@ class ExpiryConflictError(PublishConflictError):
 
 
 class CatalogCapabilityError(PublishError):
-    """The catalog cannot commit several tables atomically."""
+    """The catalog cannot do what the group declares: commit several tables atomically, or (a REST
+    catalog) expire cuts under a retention."""
 
 
 class CutNotFoundError(StreambedError, LookupError):

@@ -9,6 +9,11 @@ ones in one transaction (:mod:`.commit`); then delete this run's staging, abando
 and the metadata files of dead attempts, and apply the retention to what the commit could not
 take (:mod:`airflow_provider_streambed.retention.maintenance`). The caller advances the
 replication slot afterwards.
+
+On a REST catalog (:mod:`.rest`) the steps differ after the checks: the member tables are loaded
+through the catalog and a cut it holds but the ledger lacks is recorded first; the staged files
+are uploaded into the tables; one multi-table commit carries every member's snapshot, tag and
+cut mark; the cut is recorded in the ledger after it.
 """
 
 from __future__ import annotations
@@ -96,9 +101,15 @@ def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | Non
     (``per_table``).
 
     Raises:
-        CatalogCapabilityError: the catalog has no group commit and ``group.atomicity`` is ``group``.
+        CatalogCapabilityError: the catalog has no group commit and ``group.atomicity`` is ``group``;
+            or the group declares a retention on a REST catalog (not supported yet).
         PublishError: the ledger is not in the SQL catalog's database (its rows must commit with the cut).
     """
+    if isinstance(catalog, RestCatalog) and group.retention is not None:
+        raise CatalogCapabilityError(
+            f"group {group.name!r}: catalog {catalog.name!r} is a REST catalog, and cut retention runs on SQL "
+            "catalogs only so far: drop the group's retention (nothing expires), or use a SQL catalog"
+        )
     if group.atomicity != "group":
         return False
     rest = isinstance(catalog, RestCatalog) and supports_transactions(catalog)
@@ -131,8 +142,9 @@ def publish_cut(
     """Publish the run's staged member outputs as the group's next cut.
 
     Args:
-        catalog: the Iceberg catalog of the member tables.
-        ledger: the run ledger, in the catalog's database for an atomic cut.
+        catalog: the Iceberg catalog of the member tables (SQL, or REST with the multi-table commit).
+        ledger: the run ledger: in a SQL catalog's database for an atomic cut; for a REST catalog,
+            the database its ``streambed.ledger-uri`` names.
         group: the group declaration.
         run_key: the run key.
         manifests: the staged output of every member the run computed, all at the run's W.
@@ -317,6 +329,9 @@ def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: 
     """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
+    if isinstance(catalog, RestCatalog):  # a REST server creates the tables; pyiceberg cannot stage them
+        create_missing_tables(catalog, group.namespace, manifests, load_members(catalog, group.namespace,
+                                                                                draft.members))
     pointers = {}
     for name in draft.members:
         try:

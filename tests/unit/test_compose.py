@@ -134,7 +134,7 @@ def test_connections_are_json_of_the_expected_types(services: dict[str, dict[str
     first = connections(services[next(iter(airflow))])
     assert {conn_id: conn["conn_type"] for conn_id, conn in first.items()} == {
         "bank_pg": "postgres", "lakehouse": "streambed_catalog", "spark_default": "spark",
-        "spark_connect": "spark_connect"}
+        "spark_connect": "spark_connect", "lakehouse_rest": "iceberg"}
     for name in airflow:
         assert connections(services[name]) == first, f"{name} has other connections"
 
@@ -170,6 +170,18 @@ def test_hooks_resolve_the_connections_to_the_compose_services(
     assert catalog["uri"] == (f"postgresql+psycopg://{catalog_env['POSTGRES_USER']}:{catalog_env['POSTGRES_PASSWORD']}"
                               f"@catalog-db:5432/{catalog_env['POSTGRES_DB']}")
     assert catalog["warehouse"].startswith("file:///")
+
+    rest = StreambedCatalogHook("lakehouse_rest").properties  # the `rest` profile's SeaweedFS
+    weed = command_of(services["seaweedfs"])
+    assert services["seaweedfs"]["profiles"] == ["rest"]
+    assert rest["type"] == "rest" and rest["uri"] == "http://seaweedfs:8181" and "-s3.port.iceberg=8181" in weed
+    assert rest["s3.endpoint"] == "http://seaweedfs:8333" and "-s3.port=8333" in weed
+    assert f"-tableBucket={rest['warehouse']}" in weed
+    weed_env = environment_of(services["seaweedfs"])
+    assert (rest["client.access-key-id"], rest["client.secret-access-key"]) == (
+        weed_env["AWS_ACCESS_KEY_ID"], weed_env["AWS_SECRET_ACCESS_KEY"])
+    assert rest["streambed.ledger-uri"] == catalog["uri"]  # the ledger in the catalog database
+    assert rest["streambed.staging-uri"].startswith(catalog["warehouse"] + "/")  # the shared volume
 
     master = SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"]
     assert master == "spark://spark-master:7077"

@@ -173,3 +173,11 @@ def test_a_lost_ledger_write_is_recorded_from_the_catalog(
     assert publish_cut(catalog, ledger, group, "run3", later).cut_id == 3
     assert ledger.cut_for_run("bank", "run2").cut_id == 2
     assert ledger.get_run("bank", "run2").state.value == "published"
+
+
+def test_per_table_atomicity_commits_each_member_through_the_rest_catalog(catalog: Catalog, ledger: Ledger) -> None:
+    group = make_group(atomicity="per_table")
+    for number in (1, 2):
+        record = publish_cut(catalog, ledger, group, f"run{number}", stage_run(catalog, ledger, number))
+        assert record.cut_id == number
+        assert {cut for cut, _ in current_cut(catalog).values()} == {str(number)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -15,6 +16,7 @@ import requests
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.table import Transaction
 
+from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.exceptions import CatalogCapabilityError
 from airflow_provider_streambed.publish import check_capability
 from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, supports_transactions
@@ -83,6 +85,10 @@ def test_a_server_listing_its_endpoints_is_taken_at_its_word(server: FakeServer)
                                                      r"atomically; .*POST /v1/\{prefix\}/transactions/commit"):
         check_capability(catalog, make_group())
     assert not check_capability(catalog, make_group(atomicity="per_table"))
+    server.endpoints = [*LISTED, str(TRANSACTIONS_ENDPOINT)]
+    kept = replace(make_group(), retention=CutRetention(keep_last=3))
+    with pytest.raises(CatalogCapabilityError, match=r"cut retention runs on SQL catalogs only so far"):
+        check_capability(catalog_of(server), kept)
 
 
 @pytest.mark.parametrize(("status", "supported"), [(204, True), (404, False), (405, False), (501, False)])
