@@ -40,7 +40,7 @@ def filesystem(uri: str, properties: Mapping[str, str] | None = None) -> tuple[f
     """
     scheme, netloc, path = PyArrowFileIO.parse_location(uri)
     if scheme in LOCAL_SCHEMES or not properties:
-        return fs.FileSystem.from_uri(uri if scheme not in LOCAL_SCHEMES else path)
+        return fs.FileSystem.from_uri(uri)  # decodes a file URI (%20), refuses what it cannot read
     io = _file_io(frozenset((key, str(value)) for key, value in properties.items()))
     return io.fs_by_scheme(scheme, netloc), path
 

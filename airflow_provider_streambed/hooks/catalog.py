@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_DRIVER = "postgresql+psycopg"
 #: The apache-iceberg provider's connection type (a REST catalog).
 ICEBERG_CONNECTION_TYPE = "iceberg"
+#: Property names holding these are masked in logs (secret keys, session and OAuth tokens, SAS...).
+SECRET_WORDS = ("secret", "token", "credential", "password", "sas")
 
 
 class StreambedCatalogHook(BaseHook):
@@ -141,6 +143,6 @@ def rest_properties_of(conn_id: str, connection: Any) -> dict[str, str]:
                 f"catalog connection {conn_id!r} (type {ICEBERG_CONNECTION_TYPE!r}): set {where}"
             )
     for key, value in properties.items():
-        if "secret" in key or key in ("credential", "token", LEDGER_URI_PROPERTY):
+        if any(word in key for word in SECRET_WORDS) or key == LEDGER_URI_PROPERTY:
             mask_secret(value)
     return properties

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Collection, Mapping
 
+import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -35,13 +36,16 @@ from airflow_provider_streambed.catalog import staging_of, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
+    CatalogUnavailableError,
     ExpiryConflictError,
+    LedgerError,
     PublishConflictError,
     PublishError,
+    RunSupersededError,
     StagedOutputError,
     UnpublishableRunError,
 )
-from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
+from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.publish.attempts import Attempt, settled, sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
@@ -165,11 +169,7 @@ def publish_cut(
             (final) when an earlier attempt had moved files already.
     """
     atomic = check_capability(catalog, group, ledger)
-    tables = {}
-    if isinstance(catalog, RestCatalog):
-        with reaching(catalog):
-            tables = load_members(catalog, group.namespace, [member.name for member in group.members])
-            reconcile(catalog, ledger, group, tables)  # a commit of an earlier attempt whose ledger write was lost
+    tables = _reconciled_members(catalog, ledger, group, run_key) if isinstance(catalog, RestCatalog) else {}
     existing = ledger.cut_for_run(group.name, run_key)
     last = ledger.last_cut(group.name)
     if existing is None and last is not None and last.run_key == run_key:
@@ -213,6 +213,25 @@ def publish_cut(
                 len(record.members), time.perf_counter() - started)
     _clean_up(catalog, ledger, group, run_key, record, staging_retention_hours)
     return record
+
+
+def _reconciled_members(catalog: RestCatalog, ledger: Ledger, group: RefreshGroup, run_key: str) -> dict[str, Table]:
+    """The member tables that exist, after recording a cut the catalog holds but the ledger lacks.
+
+    Raises:
+        UnpublishableRunError: that cut is another run's: this run's output was computed on the
+            cut before it (a run starting after the reconciliation is planned on it).
+    """
+    with reaching(catalog):
+        tables = load_members(catalog, group.namespace, [member.name for member in group.members])
+        found = reconcile(catalog, ledger, group, tables)
+    if found is not None and found.run_key != run_key:
+        raise UnpublishableRunError(
+            f"run {run_key!r} cannot publish: the catalog held cut {found.cut_id} of run {found.run_key!r}, which "
+            "the ledger lacked (recorded now); this run's output was computed on the cut before it, so the run is "
+            "failed and the group's next run publishes on the new cut"
+        )
+    return tables
 
 
 def _check_then_mark(
@@ -313,16 +332,31 @@ def _publish_rest(
         return table_change(transaction, mark), snapshot_id
 
     built = dict(zip(plans, parallel(build, plans.values(), remote), strict=True))
+    run = ledger.get_run(group.name, run_key)
+    if run is not None and run.state != RunState.PINNED:  # superseded (by hand) while it was built
+        raise RunSupersededError(f"group {group.name!r}, run {run_key!r} is {run.state.value}, no longer pinned; "
+                                 "nothing was published")
     if not commit_transactions(catalog, group.name, [change for change, _ in built.values()]):
         if (record := reconcile(catalog, ledger, group)) is None or record.run_key != run_key:
-            raise PublishError(f"group {group.name!r}, run {run_key!r}: the multi-table commit's outcome was unknown "
-                               "and the catalog does not hold this cut; nothing was published, retry the run")
+            raise PublishError(f"group {group.name!r}, run {run_key!r}: the multi-table commit's outcome is unknown "
+                               "and the catalog does not hold this cut (yet): retry the run, which looks again first")
         return record
-    committed = load_members(catalog, group.namespace, list(plans))
+    try:
+        committed = load_members(catalog, group.namespace, list(plans))
+    except requests.RequestException as error:
+        raise CatalogUnavailableError(
+            f"group {group.name!r}, run {run_key!r}: the cut was committed to the catalog, which then stopped "
+            f"answering ({type(error).__name__}) before the cut was recorded; retry the run: it records the cut"
+        ) from error
     members = {name: CutMember(name, plan.table_name, built[name][1], committed[name].metadata_location)
                for name, plan in plans.items()}
-    with ledger.begin() as connection:
-        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
+    try:
+        with ledger.begin() as connection:
+            return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
+    except (LedgerError, IntegrityError):  # a concurrent publisher of the run reconciled it first
+        if (found := ledger.cut_for_run(group.name, run_key)) is not None:
+            return found
+        raise
 
 
 def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str) -> CutRecord:
@@ -366,10 +400,9 @@ def _clean_up(
 ) -> None:
     """Delete staging and orphaned metadata, apply the group's retention; failures are logged, never
     raised (the cut is published)."""
-    warehouse = warehouse_of(catalog)
     try:
         if isinstance(catalog, SqlCatalog) and group.retention is None:  # apply_retention sweeps after its expiry
-            sweep_attempts(catalog, ledger, warehouse, group.name)
+            sweep_attempts(catalog, ledger, warehouse_of(catalog), group.name)
         locations = [member.table_location for member in record.members.values()]
         clean_staging(ledger, staging_of(catalog), group.name, run_key, locations, retention, catalog.properties)
         if group.retention is not None and isinstance(catalog, SqlCatalog):

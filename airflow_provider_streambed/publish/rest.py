@@ -14,7 +14,7 @@ is recorded; readers of the tables' current snapshots see every member of it at 
 pyiceberg 0.12 has no client call for the endpoint. This module is the one place that uses the
 ``RestCatalog``'s private signed session (``_session``) and supported-endpoint set
 (``_supported_endpoints``), and a transaction's staged ``_updates`` and ``_requirements``;
-``tests/unit/publish/test_rest_private_api.py`` checks them against pyiceberg.
+``tests/unit/publish/test_rest_capability.py`` checks them against pyiceberg.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pyarrow.parquet as pq
 import requests
@@ -89,8 +90,10 @@ def supports_transactions(catalog: RestCatalog) -> bool:
 
 
 def describe(catalog: Catalog) -> str:
-    """The catalog's server for messages: its URI without credentials or query."""
-    return "the REST catalog at " + str(catalog.properties.get("uri", "?")).split("?", 1)[0]
+    """The catalog's server for messages: its URI without credentials, query or fragment."""
+    parts = urlsplit(str(catalog.properties.get("uri", "")))
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    return f"the REST catalog at {parts.scheme}://{host}{parts.path}"
 
 
 @contextmanager
@@ -163,19 +166,25 @@ def reconcile(
         tables = load_members(catalog, group.namespace, [member.name for member in group.members])
     marks = {name: CutMark.of(table) for name, table in tables.items()}
     newest = max((mark.cut_id for mark in marks.values() if mark is not None), default=0)
-    if newest <= (last.cut_id if last is not None else 0):
+    following = (last.cut_id if last is not None else 0) + 1
+    if newest < following:
         return None
     found = {mark for mark in marks.values() if mark is not None and mark.cut_id == newest}
-    if len(found) != 1 or len(tables) != len(group.members) or any(mark is None for mark in marks.values()):
-        raise PublishError(f"group {group.name!r}: the member tables disagree on their cut ({marks}); a member was "
-                           "changed outside streambed")
     mark = found.pop()
+    if found or newest != following or mark.group != group.name:
+        raise PublishError(
+            f"group {group.name!r}: the member tables are marked with cut {newest} ({sorted(map(str, marks.values()))})"
+            f", but the ledger's next cut is {following}: the ledger and the catalog disagree (a ledger restored "
+            "from an older backup, or tables written outside streambed); nothing was published"
+        )
     tag = cut_tag(group.name, mark.cut_id)
     members = {}
     for name, table in tables.items():
-        if marks[name] != mark or (ref := table.metadata.refs.get(tag)) is None:
-            raise PublishError(f"group {group.name!r}: member {name!r} lacks cut {mark.cut_id} of run "
-                               f"{mark.run_key!r}; a member was changed outside streambed")
+        if marks[name] != mark:
+            continue  # a member added to the group after that cut
+        if (ref := table.metadata.refs.get(tag)) is None:
+            raise PublishError(f"group {group.name!r}: member {name!r} is marked with cut {mark.cut_id} of run "
+                               f"{mark.run_key!r} but lacks its tag {tag!r}; it was changed outside streambed")
         members[name] = CutMember(name, ".".join(table.name()), ref.snapshot_id, table.metadata_location)
     with ledger.begin() as connection:
         if ledger.get_run(group.name, mark.run_key, connection) is not None:  # published, whatever it said
@@ -185,6 +194,16 @@ def reconcile(
     logger.warning("group=%s cut=%d W=%s: run %s committed this cut to the catalog without recording it; "
                    "recorded it now", group.name, record.cut_id, record.watermark, mark.run_key)
     return record
+
+
+def reconcile_before_run(catalog: Catalog, ledger: Ledger, group: RefreshGroup) -> CutRecord | None:
+    """At the start of a run: on a REST catalog, :func:`reconcile`, so that the run is planned on
+    the cut the catalog holds (a capture and refresh planned on an older cut would compute their
+    changes against the wrong base); nothing on other catalogs."""
+    if not isinstance(catalog, RestCatalog):
+        return None
+    with reaching(catalog):
+        return reconcile(catalog, ledger, group)
 
 
 def create_missing_tables(catalog: Catalog, namespace: str, manifests: Mapping[str, MemberManifest],

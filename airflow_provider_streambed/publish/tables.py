@@ -16,10 +16,7 @@ It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_crea
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +57,7 @@ from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
+from airflow_provider_streambed.staging.paths import run_dir_name
 
 logger = logging.getLogger(__name__)
 
@@ -69,21 +67,12 @@ R = TypeVar("R")
 #: Threads for per-member file I/O (metadata reads, Parquet footers, Avro and JSON writes) on
 #: remote storage. On a local disk that work is CPU-bound Python: threads only contend for the GIL.
 IO_THREADS = 16
-_PLAIN_DIR = re.compile(r"[A-Za-z0-9_-]+")
-_UNPLAIN = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def run_data_dir(table_location: str, run_key: str) -> str:
-    """Where a run's staged files live once published into a table: ``<table>/data/<run key>``.
-
-    A run key with characters other than letters, digits, ``_`` and ``-`` (an Airflow run's key
-    has a dot) gets them replaced by ``_`` and a short hash of the key appended: some object
-    stores' table buckets (SeaweedFS) refuse a dot in a data directory's name.
-    """
-    name = run_key
-    if not _PLAIN_DIR.fullmatch(run_key):
-        name = f"{_UNPLAIN.sub('_', run_key)}-{hashlib.sha256(run_key.encode()).hexdigest()[:8]}"
-    return f"{table_location.rstrip('/')}/data/{name}"
+    """Where a run's staged files live once published into a table: ``<table>/data/<run dir name>``
+    (:func:`~airflow_provider_streambed.staging.paths.run_dir_name`)."""
+    return f"{table_location.rstrip('/')}/data/{run_dir_name(run_key)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,11 +288,14 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
                 target_fs.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
             if write is not None:
                 write(source, target)
-            with contextlib.suppress(OSError):  # a concurrent publisher of the same run moved it first
+            try:
                 if write is None:
                     storage.transfer(source, target, properties)
                 else:
                     source_fs.delete_file(source_path)
+            except OSError:  # fine if a concurrent publisher of the run moved it first; else the store failed
+                if source_fs.get_file_info(source_path).type != fs.FileType.NotFound:
+                    raise
         if target_fs.get_file_info(target_path).type == fs.FileType.NotFound:
             raise DamagedOutputError(f"member {plan.member!r}: staged file {source} is missing (and was not moved "
                                      "into the table either)", plan.member)

@@ -52,6 +52,7 @@ from airflow_provider_streambed.publish.manifests import read_live_entries, read
 from airflow_provider_streambed.publish.tables import current_pointers
 from airflow_provider_streambed.retention.plan import ExpiryPlan
 from airflow_provider_streambed.staging import group_staging_dir, join, read_json, write_json
+from airflow_provider_streambed.staging.paths import run_dir_name
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,8 @@ def collect_garbage(
     tables = _table_locations(member for cut in cuts for member in cut.members.values())
     listing = [entry for location in tables.values() for entry in _listing(location)]
     listed = {info.path: (filesystem, info) for filesystem, info in listing if info.type == fs.FileType.File}
-    published = ledger.published_run_keys(group)
+    # a published run's data directory: its run_dir_name, or its raw key (made before that rule)
+    published = {name for key in ledger.published_run_keys(group) for name in (key, run_dir_name(key))}
     attempts = _Attempts.of(_open_attempts(warehouse, group))
     expiring = expiring or ExpiryPlan(group)
     kept = [member for cut in ledger.list_cuts(group) if cut.cut_id not in expiring.cut_ids  # read after the listing

@@ -5,14 +5,19 @@ a local disk and its member tables live on an object store, the refresh step cop
 the previous cut that the Spark job reads into ``<staging>/_streambed/<group>/_inputs/<member>/``,
 under their own names (a member's file names are unique). The copies stay between runs: a run
 fetches only the files that are new since the last one and deletes the copies no snapshot it
-reads names any more, so a merge-on-read mirror downloads what changed, not the table. The job
-reads the copies; the files keep their URIs everywhere else (the position deletes it writes name
-the published files).
+reads names any more, so a merge-on-read mirror downloads what changed, not the table. Each copy
+sits in a directory named by a hash of its URI and keeps the file's name (Spark matches position
+deletes by file name): two files of one name (the bootstrap copies of two resyncs) never share a
+copy. The job reads the copies; the files keep their URIs everywhere else (the position deletes
+it writes name the published files). Member tasks of one run may copy at the same time: each
+download goes to a file of its own before it is renamed into place.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,13 +29,14 @@ from airflow_provider_streambed.staging.paths import group_staging_dir, join
 logger = logging.getLogger(__name__)
 
 INPUTS_DIR = "_inputs"
+PARTIAL = ".partial"
 #: Parallel downloads.
 COPY_THREADS = 8
 
 
 def needs_copies(staging: str, uri: str) -> bool:
     """Whether Spark, staging at ``staging``, reads ``uri`` from a local copy: staging is local and
-    the file is not. (A Spark with S3 support stages on the object store and reads in place.)"""
+    the file is not. (A staging location on an object store means a Spark that reads it in place.)"""
     return storage.scheme_of(staging) in storage.LOCAL_SCHEMES and storage.scheme_of(uri) not in storage.LOCAL_SCHEMES
 
 
@@ -50,15 +56,17 @@ def local_copies(
     fetch: list[tuple[str, str]] = []
     for member, uris in files.items():
         directory = join(group_staging_dir(staging, group), INPUTS_DIR, member)
-        wanted = {uri: join(directory, uri.rsplit("/", 1)[-1]) for uri in uris if needs_copies(staging, uri)}
+        wanted = {uri: copy_uri(directory, uri) for uri in uris if needs_copies(staging, uri)}
         local_fs, local_dir = storage.filesystem(directory)
         if not wanted and local_fs.get_file_info(local_dir).type == fs.FileType.NotFound:
             continue
         local_fs.create_dir(local_dir, recursive=True)
-        present = {info.base_name for info in local_fs.get_file_info(fs.FileSelector(local_dir))}
-        fetch += [(uri, copy) for uri, copy in wanted.items() if copy.rsplit("/", 1)[-1] not in present]
-        for stale in present - {copy.rsplit("/", 1)[-1] for copy in wanted.values()}:
-            local_fs.delete_file(f"{local_dir}/{stale}")
+        present = {info.path.rsplit("/", 2)[-2]: info for info in
+                   local_fs.get_file_info(fs.FileSelector(local_dir, recursive=True))
+                   if info.type == fs.FileType.File and not info.base_name.endswith(PARTIAL)}
+        fetch += [(uri, copy) for uri, copy in wanted.items() if _key(uri) not in present]
+        for stale in {info.path.rsplit("/", 1)[0] for key, info in present.items() if key not in map(_key, wanted)}:
+            local_fs.delete_dir(stale)
         copies.update(wanted)
     if fetch:
         with ThreadPoolExecutor(max_workers=min(COPY_THREADS, len(fetch))) as pool:
@@ -68,10 +76,21 @@ def local_copies(
     return copies
 
 
+def copy_uri(directory: str, uri: str) -> str:
+    """Where the copy of ``uri`` goes: ``<directory>/<hash of the URI>/<file name>``."""
+    return join(directory, _key(uri), uri.rsplit("/", 1)[-1])
+
+
+def _key(uri: str) -> str:
+    return hashlib.sha256(uri.encode()).hexdigest()[:16]
+
+
 def _fetch(uri: str, copy: str, properties: Mapping[str, str]) -> None:
-    """Download ``uri`` to ``copy`` (under a temporary name, then renamed: a crash leaves no half file)."""
+    """Download ``uri`` to ``copy``: to a file of this download's own, then renamed into place (a
+    crash leaves no half copy, and a concurrent download of the same file is harmless)."""
     source_fs, source_path = storage.filesystem(uri, properties)
     local_fs, local_path = storage.filesystem(copy)
-    partial = f"{local_path}.partial"
+    local_fs.create_dir(local_path.rsplit("/", 1)[0], recursive=True)
+    partial = f"{local_path}.{uuid.uuid4().hex}{PARTIAL}"
     fs.copy_files(source_path, partial, source_filesystem=source_fs, destination_filesystem=local_fs)
     local_fs.move(partial, local_path)

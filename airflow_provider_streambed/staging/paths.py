@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 
 from pyarrow import fs
 
 from airflow_provider_streambed import storage
+
+_PLAIN_DIR = re.compile(r"[A-Za-z0-9_-]+")
+_UNPLAIN = re.compile(r"[^A-Za-z0-9_-]")
 
 CAPTURE_DIR = "_capture"
 MANIFEST_NAME = "manifest.json"
@@ -23,6 +28,19 @@ def staging_root(warehouse: str, group: str, run_key: str) -> str:
 def group_staging_dir(warehouse: str, group: str) -> str:
     """Where every run of ``group`` stages (for cleanup of abandoned runs)."""
     return f"{warehouse.rstrip('/')}/_streambed/{group}"
+
+
+def run_dir_name(run_key: str) -> str:
+    """The name of a run's data directory in a member table (``<table>/data/<name>``).
+
+    A run key with characters other than letters, digits, ``_`` and ``-`` (an Airflow run's key
+    has a dot) gets them replaced by ``_`` and a short hash of the key appended: some object
+    stores' table buckets (SeaweedFS) refuse a dot in a data directory's name. Directories made
+    before this rule carry the raw key; retention knows both names.
+    """
+    if _PLAIN_DIR.fullmatch(run_key):
+        return run_key
+    return f"{_UNPLAIN.sub('_', run_key)}-{hashlib.sha256(run_key.encode()).hexdigest()[:8]}"
 
 
 def join(base: str, *parts: str) -> str:

@@ -248,3 +248,25 @@ def test_a_first_cut_whose_files_moved_before_a_crash_publishes_on_retry(
     assert record.cut_id == 1
     assert catalog.load_table("ns.totals").scan().to_arrow()["total"].to_pylist() == \
         bank_tables(1)["totals"]["total"].to_pylist()
+
+
+def test_a_failed_move_is_retried_not_taken_for_a_lost_file(
+    catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_provider_streambed import storage
+
+    group, warehouse = make_group(), warehouse_of(catalog)
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000), bank_tables(1))
+    real_transfer, calls = storage.transfer, []
+
+    def failing_transfer(*args: object) -> None:
+        calls.append(args)
+        if len(calls) == 2:  # the store fails once, mid-publish, after one file moved
+            raise OSError("503 Slow Down")
+        real_transfer(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage, "transfer", failing_transfer)
+    with pytest.raises(OSError, match="503 Slow Down"):  # retryable, not UnpublishableRunError
+        publish_cut(catalog, ledger, group, "run1", manifests)
+    assert ledger.cut_for_run("bank", "run1") is None
+    assert publish_cut(catalog, ledger, group, "run1", manifests).cut_id == 1  # the retry moves the rest

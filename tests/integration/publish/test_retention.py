@@ -35,10 +35,12 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish.attempts import Attempt
+from airflow_provider_streambed.publish.tables import run_data_dir
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.retention.gc import collect_garbage, path_of
 from airflow_provider_streambed.retention.maintenance import apply_retention
 from airflow_provider_streambed.retention.plan import ExpiryPlan, plan_expiry
+from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.spark import local_spark_session
 from tests.integration.publish.helpers import bank_tables, stage, stage_delta
 
@@ -65,9 +67,13 @@ def expected_events(k: int) -> list[int]:
     return [j for j in range(1, k + 1) if not ((j + 1) % 4 == 0 and j + 1 <= k)]
 
 
-def publish_run(catalog: SqlCatalog, ledger: Ledger, group: RefreshGroup, k: int) -> CutRecord:
-    """Pin, stage and publish run ``r<k>`` as cut ``k`` (see the module docstring)."""
-    warehouse, run_key, watermark = warehouse_of(catalog), f"r{k}", Lsn(100 * k)
+def publish_run(catalog: SqlCatalog, ledger: Ledger, group: RefreshGroup, k: int, dag_id: str = "") -> CutRecord:
+    """Pin, stage and publish run ``r<k>`` as cut ``k`` (see the module docstring); with ``dag_id``,
+    the run key an Airflow run ``r<k>`` of that DAG gets."""
+    def key(number: int) -> str:
+        return make_run_key(dag_id, f"r{number}") if dag_id else f"r{number}"
+
+    warehouse, run_key, watermark = warehouse_of(catalog), key(k), Lsn(100 * k)
     ledger.pin_run(group.name, run_key, watermark)
     tables = bank_tables(k) if k % 3 == 1 else {"accounts": bank_tables(k)["accounts"]}
     manifests = stage(warehouse, group.name, run_key, watermark, tables)
@@ -76,7 +82,7 @@ def publish_run(catalog: SqlCatalog, ledger: Ledger, group: RefreshGroup, k: int
         manifests |= stage(warehouse, group.name, run_key, watermark, {"events": events})
     else:
         location = catalog.load_table(("ns", "events")).location()
-        deleted = [(f"{location}/data/r{k - 1}/part-00000-r{k - 1}.parquet", 0)] if k % 4 == 0 else []
+        deleted = [(f"{run_data_dir(location, key(k - 1))}/part-00000-r{k - 1}.parquet", 0)] if k % 4 == 0 else []
         manifests["events"] = stage_delta(warehouse, group.name, run_key, watermark, "events", events, deleted)
     carried = () if "totals" in manifests else ("totals",)
     return publish_cut(catalog, ledger, group, run_key, manifests, carried=carried)
@@ -156,6 +162,15 @@ def test_thirty_runs_keep_the_newest_three_and_the_pinned_cut(
     assert reader.as_of_lsn(Lsn(599)).cut_id == 5
     with pytest.raises(CutNotFoundError, match="has no cut 99"):
         reader.get(99)
+
+
+def test_the_files_of_airflow_runs_are_collected_too(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group = with_retention(keep_last=1)  # Airflow's run keys have dots: their data directories are renamed
+    for k in range(1, 9):
+        publish_run(catalog, ledger, group, k, dag_id="bank")
+    assert [cut.cut_id for cut in ledger.list_cuts("bank")] == [8]
+    for table in ("accounts", "totals", "events"):
+        assert files_on_disk(catalog, table) == needed_files(catalog, ledger, table), table
 
 
 def test_pins_choose_what_survives_and_an_expired_cut_cannot_be_pinned(catalog: SqlCatalog, ledger: Ledger) -> None:

@@ -14,13 +14,18 @@ import requests
 from pyiceberg.catalog import Catalog, load_catalog
 
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, staging_of
-from airflow_provider_streambed.exceptions import CatalogUnavailableError, PublishConflictError
+from airflow_provider_streambed.exceptions import (
+    CatalogUnavailableError,
+    PublishConflictError,
+    UnpublishableRunError,
+)
 from airflow_provider_streambed.ledger import Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import cut as cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish import rest as rest_module
 from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, RUN_KEY_PROPERTY
+from airflow_provider_streambed.publish.rest import reconcile_before_run
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.staging import MemberManifest
 from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
@@ -169,10 +174,22 @@ def test_a_lost_ledger_write_is_recorded_from_the_catalog(
     monkeypatch.undo()
     assert ledger.cut_for_run("bank", "run2") is None
     assert {cut for cut, _ in current_cut(catalog).values()} == {"2"}  # readers of the tables see cut 2 whole
-    later = stage_run(catalog, ledger, 3)  # the next publish, of any run, records cut 2 first
-    assert publish_cut(catalog, ledger, group, "run3", later).cut_id == 3
-    assert ledger.cut_for_run("bank", "run2").cut_id == 2
+    stale = stage_run(catalog, ledger, 3)  # a run planned on cut 1, as if its capture had not looked
+    with pytest.raises(UnpublishableRunError, match=r"the catalog held cut 2 of run 'run2'.*computed on the cut"):
+        publish_cut(catalog, ledger, group, "run3", stale)
+    assert ledger.cut_for_run("bank", "run2").cut_id == 2  # recorded on the way
     assert ledger.get_run("bank", "run2").state.value == "published"
+
+    publish_cut(catalog, ledger, group, "run4", stage_run(catalog, ledger, 4))
+    manifests = stage_run(catalog, ledger, 5)
+    monkeypatch.setattr(cut_module, "record_cut", crash)
+    with pytest.raises(KeyboardInterrupt):
+        publish_cut(catalog, ledger, group, "run5", manifests)
+    monkeypatch.undo()
+    assert reconcile_before_run(catalog, ledger, group).run_key == "run5"  # what a run's capture does first
+    assert publish_cut(catalog, ledger, group, "run6", stage_run(catalog, ledger, 6)).cut_id == 5
+    assert [(cut.cut_id, cut.run_key) for cut in ledger.list_cuts("bank")] == [
+        (1, "run1"), (2, "run2"), (3, "run4"), (4, "run5"), (5, "run6")]
 
 
 def test_per_table_atomicity_commits_each_member_through_the_rest_catalog(catalog: Catalog, ledger: Ledger) -> None:
