@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import logging
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import StaticTable, Table
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, PublishError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
+from airflow_provider_streambed.staging import SnapshotFiles
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -151,18 +154,28 @@ class Cut:
             )
         return con
 
-    def to_spark(self, spark: SparkSession) -> dict[str, Any]:
+    def to_spark(self, spark: SparkSession, copies_dir: str | None = None) -> dict[str, Any]:
         """Register every member as a Spark temp view of its snapshot's rows; returns the DataFrames.
 
         Spark reads the snapshot's planned Parquet files and applies its position deletes
         (:class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`); no Iceberg runtime is needed.
+        Files on an object store are read from local copies (:mod:`~airflow_provider_streambed.staging.inputs`)
+        under ``copies_dir`` (a local directory; default a new temporary one), which must outlive the
+        DataFrames; a Spark with its own S3 support can read them in place instead (``copies_dir``
+        on the object store).
         """
         from airflow_provider_streambed.spark_snapshot import SnapshotScan
+        from airflow_provider_streambed.staging.inputs import local_copies
 
         frames: dict[str, Any] = {}
         for name, member in self.members.items():
             table = self.table(name)
             files = plan_snapshot_files(table, member.snapshot_id)
+            if any(storage.scheme_of(uri) not in storage.LOCAL_SCHEMES for uri in files.data):
+                copies_dir = copies_dir or Path(tempfile.mkdtemp(prefix="streambed-cut-")).as_uri()
+                copied = local_copies(copies_dir, self.group, {name: (*files.data, *files.deletes)},
+                                      self.catalog.properties)
+                files = SnapshotFiles(files.data, files.deletes, tuple(copied.items()))
             if files.data:
                 frame = SnapshotScan(spark, files).rows()
             else:

@@ -29,6 +29,7 @@ from airflow_provider_streambed.publish.rest import reconcile_before_run
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.staging import MemberManifest
 from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
+from airflow_provider_streambed.testing.spark import local_spark_session
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
 
 pytestmark = pytest.mark.slow
@@ -72,7 +73,7 @@ def current_cut(client: Catalog) -> dict[str, Any]:
 
 
 def test_every_cut_is_one_multi_table_commit_on_s3(catalog: Catalog, ledger: Ledger, properties: dict[str, str],
-                                                   rest_properties: dict[str, str]) -> None:
+                                                   rest_properties: dict[str, str], tmp_path: Path) -> None:
     group = make_group()
     for number in range(1, 6):
         record = publish_cut(catalog, ledger, group, f"run{number}", stage_run(catalog, ledger, number))
@@ -88,12 +89,15 @@ def test_every_cut_is_one_multi_table_commit_on_s3(catalog: Catalog, ledger: Led
             files = table.inspect.files().column("file_path").to_pylist()
             assert files and all(path.startswith(f"s3://warehouse/ns/{name}/data/run{number}/") for path in files)
     reader = CutReader(properties, "bank")  # the catalog properties alone: the ledger is named in them
-    for number in range(1, 6):  # every cut still reads, through pyiceberg and DuckDB (httpfs on S3)
+    spark = local_spark_session("streambed-rest-reader")
+    for number in range(1, 6):  # every cut still reads: pyiceberg, DuckDB (httpfs), Spark (local copies)
         cut = reader.get(number)
         assert cut.to_arrow("accounts").column("version").to_pylist() == [number] * 5
         con = cut.to_duckdb(duckdb.connect())
         (total,) = con.execute("SELECT sum(balance) FROM accounts").fetchone()
         assert con.execute("SELECT total FROM totals").fetchall() == [(total,)]
+        frames = cut.to_spark(spark, copies_dir=(tmp_path / "reader").as_uri())
+        assert frames["accounts"].agg({"balance": "sum"}).collect()[0][0] == total
     assert not list((Path(staging_of(catalog).removeprefix("file://")) / "bank").glob("run*/*/data/*.parquet"))
 
 
