@@ -127,6 +127,11 @@ class ExpiryConflictError(PublishConflictError):
     """A cut the commit was to expire was pinned (or expired) meanwhile; nothing was committed."""
 
 
+class StaleOutputError(StagedOutputError):
+    """A member's incremental output was computed on another snapshot of its table than the one
+    it would apply to; it is discarded (before any move) for the refresh to compute it again."""
+
+
 class CatalogCapabilityError(PublishError):
     """The catalog cannot do what the group declares: commit several tables atomically, or (a REST
     catalog) expire cuts under a retention."""

@@ -52,7 +52,12 @@ from sqlalchemy import select
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import warehouse_of
-from airflow_provider_streambed.exceptions import DamagedOutputError, OutputSchemaError, PublishError
+from airflow_provider_streambed.exceptions import (
+    DamagedOutputError,
+    OutputSchemaError,
+    PublishError,
+    StaleOutputError,
+)
 from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
@@ -233,7 +238,14 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
     Raises:
         DamagedOutputError: a staged file is truncated, or missing and not moved either.
         OutputSchemaError: the output changes a column's type beyond a widening.
+        StaleOutputError: an incremental output applies to another snapshot than the table's current one.
     """
+    current = plan.table.metadata.current_snapshot_id
+    if manifest.incremental and manifest.base_snapshot_id is not None and manifest.base_snapshot_id != current:
+        raise StaleOutputError(
+            f"member {plan.member!r}: its output changes snapshot {manifest.base_snapshot_id} of table "
+            f"{plan.table_name}, which is at snapshot {current}: it was computed on another cut", plan.member,
+        )
     properties = plan.table.io.properties
 
     def where(source: str) -> tuple[fs.FileSystem, fs.FileInfo, bool]:

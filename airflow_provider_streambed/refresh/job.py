@@ -141,7 +141,7 @@ def _attempt(
     """The member's manifest (staged now, or by an earlier try for the same W and definition), or
     why it failed (its own error's first lines, or its failed sources)."""
     existing = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
-    if existing is not None:
+    if existing is not None and spec.fits(existing):
         logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
         return existing
     failed_sources = [source for source in member.sources if source in failures]
@@ -189,6 +189,7 @@ def _compute(
             output.rows, spec.staging_root, member.name, spec.watermark, capture.key_columns, definition,
             incremental=output.incremental and not adopted, deletes=output.deletes,
             reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
+            base_snapshot_id=spec.previous_snapshots.get(member.name),
         )
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
     if isinstance(member, SqlMember):

@@ -109,6 +109,7 @@ def build_job_spec(
         carried=carried,
         previous_deletes={name: found.files.deletes for name, found in planned_files.items() if found.files.deletes},
         rewrite=rewrite,
+        previous_snapshots={name: snapshot_id for name, (_, snapshot_id) in tables.items()},
         copies=local_copies(staging_of(catalog), group.name,
                             {name: (*found.files.data, *found.files.deletes) for name, found in planned_files.items()},
                             catalog.properties),
@@ -125,13 +126,17 @@ def build_job_spec(
 
 def members_to_compute(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
     """The spec's computed members (or ``members`` of them) with no output staged for W from their
-    current definition: what a Spark application still has to compute. Empty: start none."""
+    current definition (and, when incremental, on the previous snapshot the spec reads): what a
+    Spark application still has to compute. Empty: start none."""
     group = RefreshGroup.from_dict(spec.group)
     wanted = {name.lower() for name in members}
+
+    def staged(name: str) -> bool:
+        found = staged_manifest(spec.staging_root, name, spec.watermark, definition_digest(group.member(name)))
+        return found is not None and spec.fits(found)
+
     return tuple(
-        name for name in spec.computed_members()
-        if (not wanted or name.lower() in wanted)
-        and staged_manifest(spec.staging_root, name, spec.watermark, definition_digest(group.member(name))) is None
+        name for name in spec.computed_members() if (not wanted or name.lower() in wanted) and not staged(name)
     )
 
 

@@ -132,6 +132,7 @@ def stage_member_output(
     deletes: DataFrame | None = None,
     reason: str = "",
     adopted: tuple[str, ...] = (),
+    base_snapshot_id: int | None = None,
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -139,8 +140,10 @@ def stage_member_output(
     previous snapshot (files without rows are left out), and ``deletes`` (position-delete rows,
     ``file_path`` and ``pos``) remove rows of that snapshot. ``adopted`` files (a bootstrap copy)
     belong to the whole table along with ``frame``'s, and ``deletes`` remove rows of them.
-    ``reason`` says why the output is whole or incremental. A stale manifest (another W) is
-    removed first, so a crash while writing never leaves a manifest that names files of another W.
+    ``reason`` says why the output is whole or incremental; ``base_snapshot_id`` names the
+    previous snapshot an incremental output applies to (recorded for incremental outputs only).
+    A stale manifest (another W) is removed first, so a crash while writing never leaves a
+    manifest that names files of another W.
     """
     discard_member_output(root, member)
     data_uri = join(member_dir(root, member), DATA_DIR)
@@ -170,6 +173,7 @@ def stage_member_output(
         deleted_rows=deleted,
         reason=reason,
         sizes=file_sizes(files + delete_files),
+        base_snapshot_id=base_snapshot_id if incremental else None,
     )
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,

@@ -144,6 +144,9 @@ class MemberManifest:
         sizes: bytes of every data and delete file as staged, by URI (empty: staged by an older
             release): a retry and the publish check the files against them
             (:func:`~airflow_provider_streambed.staging.members.damage`).
+        base_snapshot_id: for an ``incremental`` output, the snapshot of the member's table it
+            applies to (the previous cut's; ``None``: staged by an older release); publish refuses
+            it on any other snapshot.
     """
 
     member: str
@@ -158,6 +161,7 @@ class MemberManifest:
     deleted_rows: int = 0
     reason: str = ""
     sizes: Mapping[str, int] = field(default_factory=dict)
+    base_snapshot_id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -182,6 +186,7 @@ class MemberManifest:
             deleted_rows=int(data.get("deleted_rows", 0)),
             reason=data.get("reason", ""),
             sizes={uri: int(size) for uri, size in data.get("sizes", {}).items()},
+            base_snapshot_id=None if data.get("base_snapshot_id") is None else int(data["base_snapshot_id"]),
         )
 
 
@@ -206,6 +211,8 @@ class JobSpec:
         previous_deletes: per member, the position-delete files of its snapshot in the previous cut.
         rewrite: mirrors to write whole rather than merge-on-read, with the reason (compaction).
         copies: local copies of previous files Spark cannot read at their URIs (URI to copy).
+        previous_snapshots: per member, its snapshot id in the previous cut (an incremental output
+            records it as its base).
     """
 
     group: dict[str, Any]
@@ -222,12 +229,19 @@ class JobSpec:
     previous_deletes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     rewrite: dict[str, str] = field(default_factory=dict)
     copies: dict[str, str] = field(default_factory=dict)
+    previous_snapshots: dict[str, int] = field(default_factory=dict)
 
     def previous_snapshot(self, member: str) -> SnapshotFiles:
         """The files of ``member``'s snapshot in the previous cut (none: no previous cut, or not needed)."""
         data, deletes = self.previous_files.get(member, ()), self.previous_deletes.get(member, ())
         copies = tuple((uri, self.copies[uri]) for uri in (*data, *deletes) if uri in self.copies)
         return SnapshotFiles(data, deletes, copies)
+
+    def fits(self, manifest: MemberManifest) -> bool:
+        """Whether a member's staged output can serve this spec: an incremental one only when it
+        applies to the previous snapshot this spec reads (a retry planned on a newer cut recomputes)."""
+        base = self.previous_snapshots.get(manifest.member)
+        return not manifest.incremental or manifest.base_snapshot_id in (None, base)
 
     def computed_members(self) -> tuple[str, ...]:
         """The members this spec computes: the requested ones (default all) that are not carried."""
@@ -263,4 +277,5 @@ class JobSpec:
             previous_deletes={k: tuple(v) for k, v in data.get("previous_deletes", {}).items()},
             rewrite=dict(data.get("rewrite", {})),
             copies=dict(data.get("copies", {})),
+            previous_snapshots={k: int(v) for k, v in data.get("previous_snapshots", {}).items()},
         )

@@ -84,9 +84,9 @@ def pin_and_stage(ledger: Ledger, warehouse: str, group: str, run_key: str, wate
 
 
 def stage_delta(warehouse: str, group: str, run_key: str, watermark: Lsn, member: str, added: pa.Table,
-                deleted: list[tuple[str, int]]) -> MemberManifest:
+                deleted: list[tuple[str, int]], base_snapshot_id: int | None = None) -> MemberManifest:
     """Stage a merge-on-read output: ``added`` rows, and position deletes (published file URI, row
-    position) over the member's previous snapshot, as the mirror refresh writes them."""
+    position) over the member's previous snapshot (``base_snapshot_id``), as the mirror refresh writes them."""
     root = staging_root(warehouse, group, run_key)
     data_dir = join(member_dir(root, member), "data")
     filesystem, path = fs.FileSystem.from_uri(data_dir)
@@ -105,6 +105,6 @@ def stage_delta(warehouse: str, group: str, run_key: str, watermark: Lsn, member
         pq.write_table(rows, fs.FileSystem.from_uri(delete_uri)[1])
         deletes = (delete_uri,)
     manifest = MemberManifest(member, watermark, (data_uri,), added.num_rows, incremental=True,
-                              delete_files=deletes, deleted_rows=len(deleted))
+                              delete_files=deletes, deleted_rows=len(deleted), base_snapshot_id=base_snapshot_id)
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     return manifest

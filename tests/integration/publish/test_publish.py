@@ -18,6 +18,7 @@ from airflow_provider_streambed.exceptions import (
     PublishConflictError,
     PublishError,
     RunSupersededError,
+    StaleOutputError,
 )
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
@@ -26,7 +27,7 @@ from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.staging import group_staging_dir, read_member_manifest, staging_root
 from airflow_provider_streambed.staging.members import file_sizes
-from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage
+from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage, stage_delta
 
 pytestmark = pytest.mark.slow
 
@@ -270,3 +271,22 @@ def test_a_failed_move_is_retried_not_taken_for_a_lost_file(
         publish_cut(catalog, ledger, group, "run1", manifests)
     assert ledger.cut_for_run("bank", "run1") is None
     assert publish_cut(catalog, ledger, group, "run1", manifests).cut_id == 1  # the retry moves the rest
+
+
+def test_an_incremental_output_on_another_snapshot_is_discarded_not_published(
+    catalog: SqlCatalog, ledger: Ledger
+) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    first = publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
+                                                                      bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    base = first.members["accounts"].snapshot_id
+    added = bank_tables(2)["accounts"].slice(0, 1)
+    stale = stage_delta(warehouse, "bank", "run2", Lsn(2000), "accounts", added, [], base_snapshot_id=base + 1)
+    with pytest.raises(StaleOutputError, match=rf"member 'accounts': its output changes snapshot {base + 1} of "
+                                               rf"table ns.accounts, which is at snapshot {base}.*discarded"):
+        publish_cut(catalog, ledger, group, "run2", {**manifests, "accounts": stale})
+    assert ledger.cut_for_run("bank", "run2") is None
+    assert read_member_manifest(staging_root(warehouse, "bank", "run2"), "accounts") is None  # computed again
+    fitting = stage_delta(warehouse, "bank", "run2", Lsn(2000), "accounts", added, [], base_snapshot_id=base)
+    assert publish_cut(catalog, ledger, group, "run2", {**manifests, "accounts": fitting}).cut_id == 2

@@ -93,6 +93,7 @@ def stage_spec(
         previous_files={name: found.files.data for name, found in previous.items()},
         previous_deletes={name: found.files.deletes for name, found in previous.items() if found.files.deletes},
         previous_key_columns={name: found.key_columns for name, found in previous.items()},
+        previous_snapshots={name: 1000 + cut_number - 1 for name in previous},  # stand-ins for the cut's snapshots
     )
 
 

@@ -56,6 +56,7 @@ def test_mirror_follows_random_changes_over_cuts(spark: SparkSession, tmp_path: 
         assert table.schema == ACCOUNT_SCHEMA.remove_metadata(), f"cut {cut}"
         assert sorted_rows(table, KEY) == model.truth(), f"cut {cut}"
         assert staged.key_columns == KEY
+        assert staged.base_snapshot_id == (1000 + cut - 1 if staged.incremental else None)  # its base, for publish
         if staged.incremental:  # the previous files stay; new rows are only the changed keys' images
             assert previous["accounts"].files.data[: len(before)] == before
             assert staged.row_count < len(model.rows) and staged.deleted_rows > 0
