@@ -27,7 +27,6 @@ import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CommitTableRequest, CreateTableTransaction, Table, Transaction
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
@@ -200,7 +199,7 @@ def publish_cut(
                 logger.info("group=%s: %s", group.name, error)
                 record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
         else:
-            record = _publish_per_table(catalog, ledger, draft, root)
+            record = _publish_per_table(catalog, ledger, draft, root, tables)
     except StagedOutputError as error:
         raise _unusable_output(error, root, run_key) from error
     except PublishConflictError:
@@ -359,19 +358,18 @@ def _publish_rest(
         raise
 
 
-def _publish_per_table(catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str) -> CutRecord:
-    """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded."""
+def _publish_per_table(
+    catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str, loaded: Mapping[str, Table]
+) -> CutRecord:
+    """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded.
+    ``loaded``: a REST catalog's member tables, as loaded for the reconciliation."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
     if isinstance(catalog, RestCatalog):  # a REST server creates the tables; pyiceberg cannot stage them
-        create_missing_tables(catalog, group.namespace, manifests, load_members(catalog, group.namespace,
-                                                                                draft.members))
-    pointers = {}
-    for name in draft.members:
-        try:
-            pointers[name] = catalog.load_table((group.namespace, name)).metadata_location
-        except NoSuchTableError:
-            continue
+        loaded = create_missing_tables(catalog, group.namespace, manifests, loaded)
+    else:
+        loaded = load_members(catalog, group.namespace, draft.members)
+    pointers = {name: table.metadata_location for name, table in loaded.items()}
     plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
     check_unchanged(group.name, plans, draft.last)
     _check_then_mark(plans, manifests, run_key, root)

@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import pyarrow.parquet as pq
 import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import DEFAULT_ENDPOINTS, VIEW_ENDPOINTS, Endpoint, RestCatalog
@@ -35,17 +34,15 @@ from pyiceberg.table import CommitTableRequest, Namespace, Table, TableIdentifie
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, TableRequirement
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
-from airflow_provider_streambed import storage
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogUnavailableError,
-    DamagedOutputError,
     PublishConflictError,
     PublishError,
 )
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.tables import parallel
+from airflow_provider_streambed.publish.tables import new_table_schema, parallel
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -76,11 +73,8 @@ def supports_transactions(catalog: RestCatalog) -> bool:
         return True
     if not endpoints <= set(DEFAULT_ENDPOINTS) | set(VIEW_ENDPOINTS):  # the server listed its endpoints
         return False
-    try:
+    with reaching(catalog):
         response = _post_commit(catalog, [])
-    except requests.RequestException as error:
-        raise CatalogUnavailableError(f"catalog {catalog.name!r}: {describe(catalog)} did not answer: "
-                                      f"{type(error).__name__}") from error
     if response.status_code in ABSENT:
         return False
     if response.ok:
@@ -213,24 +207,14 @@ def create_missing_tables(catalog: Catalog, namespace: str, manifests: Mapping[s
     member's table exists, with no snapshot, before the cut that fills it.
 
     Raises:
-        DamagedOutputError: the staged file is not readable Parquet.
+        PublishError, DamagedOutputError: see :func:`~.tables.new_table_schema`.
     """
     tables = dict(present)
     missing = [name for name in manifests if name not in tables]
     if missing:
         catalog.create_namespace_if_not_exists(namespace)
     for name in missing:
-        manifest = manifests[name]
-        if not manifest.files:
-            raise PublishError(f"member {name!r}: table {namespace}.{name} does not exist yet and the staged output "
-                               "has no Parquet file to take its schema from")
-        filesystem, path = storage.filesystem(manifest.files[0], catalog.properties)
-        try:
-            with filesystem.open_input_file(path) as stream:
-                schema = pq.read_schema(stream)
-        except OSError as error:
-            raise DamagedOutputError(f"member {name!r}: staged file {manifest.files[0]} is not readable Parquet "
-                                     f"({error})", name) from error
+        schema = new_table_schema(manifests[name], f"{namespace}.{name}", properties=catalog.properties)
         tables[name] = catalog.create_table((namespace, name), schema=schema)
     return tables
 

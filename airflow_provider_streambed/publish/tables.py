@@ -193,25 +193,40 @@ def _stage_new_table(
     Raises:
         DamagedOutputError: the file is not readable Parquet (truncated).
     """
-    if not manifest.files:
-        raise PublishError(
-            f"member {manifest.member!r}: table {'.'.join(identifier)} does not exist yet and the staged "
-            "output has no Parquet file to take its schema from"
-        )
     if not isinstance(catalog, MetastoreCatalog):
         raise PublishError(f"catalog {catalog.name!r} cannot stage table {'.'.join(identifier)}")
+    def moved(source: str) -> str:  # where an earlier attempt moved it: the new table's location
+        return moved_path(catalog._resolve_table_location(None, *identifier), run_key, source)
+
+    arrow_schema = new_table_schema(manifest, ".".join(identifier), moved)
+    return catalog._create_staged_table(identifier, Catalog._convert_schema_if_needed(arrow_schema))
+
+
+def new_table_schema(
+    manifest: MemberManifest, table_name: str, moved: Callable[[str], str] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> pa.Schema:
+    """The schema of a member's first staged file, for its table created on first use: where it
+    was staged, else (``moved``) where an earlier attempt moved it. ``properties`` configure an
+    object store.
+
+    Raises:
+        PublishError: the output has no Parquet file.
+        DamagedOutputError: the file is not readable Parquet (truncated).
+    """
+    if not manifest.files:
+        raise PublishError(f"member {manifest.member!r}: table {table_name} does not exist yet and the staged "
+                           "output has no Parquet file to take its schema from")
     source = manifest.files[0]
-    filesystem, path = fs.FileSystem.from_uri(source)
-    if filesystem.get_file_info(path).type == fs.FileType.NotFound:  # moved into the table by an earlier attempt
-        location = catalog._resolve_table_location(None, *identifier)
-        path = fs.FileSystem.from_uri(moved_path(location, run_key, source))[1]
+    filesystem, path = storage.filesystem(source, properties)
+    if moved is not None and filesystem.get_file_info(path).type == fs.FileType.NotFound:
+        filesystem, path = storage.filesystem(moved(source), properties)
     try:
         with filesystem.open_input_file(path) as stream:
-            arrow_schema = pq.read_schema(stream)
+            return pq.read_schema(stream)
     except (pa.ArrowInvalid, OSError) as error:
         raise DamagedOutputError(f"member {manifest.member!r}: staged file {source} is not readable Parquet "
                                  f"({error})", manifest.member) from error
-    return catalog._create_staged_table(identifier, Catalog._convert_schema_if_needed(arrow_schema))
 
 
 @dataclass(frozen=True, slots=True)

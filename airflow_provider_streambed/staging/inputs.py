@@ -57,6 +57,7 @@ def local_copies(
     for member, uris in files.items():
         directory = join(group_staging_dir(staging, group), INPUTS_DIR, member)
         wanted = {uri: copy_uri(directory, uri) for uri in uris if needs_copies(staging, uri)}
+        keys = {_key(uri) for uri in wanted}
         local_fs, local_dir = storage.filesystem(directory)
         if not wanted and local_fs.get_file_info(local_dir).type == fs.FileType.NotFound:
             continue
@@ -65,7 +66,7 @@ def local_copies(
                    local_fs.get_file_info(fs.FileSelector(local_dir, recursive=True))
                    if info.type == fs.FileType.File and not info.base_name.endswith(PARTIAL)}
         fetch += [(uri, copy) for uri, copy in wanted.items() if _key(uri) not in present]
-        for stale in {info.path.rsplit("/", 1)[0] for key, info in present.items() if key not in map(_key, wanted)}:
+        for stale in {info.path.rsplit("/", 1)[0] for key, info in present.items() if key not in keys}:
             local_fs.delete_dir(stale)
         copies.update(wanted)
     if fetch:
