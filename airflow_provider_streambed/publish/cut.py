@@ -29,7 +29,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import CommitTableRequest, CreateTableTransaction, Table, Transaction
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from airflow_provider_streambed.catalog import staging_of, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
@@ -187,31 +187,51 @@ def publish_cut(
                      carried_members(group.name, run_key, carried, last))
     root = staging_root(staging_of(catalog), group.name, run_key)
     try:
-        if atomic and isinstance(catalog, RestCatalog):
-            with reaching(catalog):
-                record = _publish_rest(catalog, ledger, draft, root, tables)
-        elif atomic:
-            commit = group_commit_for(catalog)
-            assert isinstance(catalog, SqlCatalog) and commit is not None  # pointers and attempts: its tables
-            try:
-                record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
-            except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
-                logger.info("group=%s: %s", group.name, error)
-                record = _publish_group(catalog, ledger, draft, root, commit, before_commit)
-        else:
-            record = _publish_per_table(catalog, ledger, draft, root, tables)
-    except StagedOutputError as error:
-        raise _unusable_output(error, root, run_key) from error
-    except PublishConflictError:
-        if (found := ledger.cut_for_run(group.name, run_key)) is None:
+        record = _publish(catalog, ledger, draft, root, atomic, tables, before_commit)
+    except Exception as error:
+        if (found := _published_meanwhile(ledger, group.name, run_key)) is None:
+            if isinstance(error, StagedOutputError):
+                raise _unusable_output(error, root, run_key) from error
             raise
-        logger.info("group=%s cut=%d W=%s: a concurrent publisher of run %s won", group.name, found.cut_id,
-                    watermark, run_key)
+        logger.info("group=%s cut=%d W=%s: a concurrent publisher of run %s won (this attempt failed: %s)",
+                    group.name, found.cut_id, watermark, run_key, error)
         record = found
     logger.info("group=%s cut=%d W=%s: published %d members in %.3f s", group.name, record.cut_id, watermark,
                 len(record.members), time.perf_counter() - started)
     _clean_up(catalog, ledger, group, run_key, record, staging_retention_hours)
     return record
+
+
+def _publish(
+    catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str, atomic: bool, tables: Mapping[str, Table],
+    before_commit: BeforeCommit | None,
+) -> CutRecord:
+    """Publish the drafted cut the way the catalog and the group's atomicity call for."""
+    if atomic and isinstance(catalog, RestCatalog):
+        with reaching(catalog):
+            return _publish_rest(catalog, ledger, draft, root, tables)
+    if atomic:
+        commit = group_commit_for(catalog)
+        assert isinstance(catalog, SqlCatalog) and commit is not None  # pointers and attempts: its tables
+        try:
+            return _publish_group(catalog, ledger, draft, root, commit, before_commit)
+        except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
+            logger.info("group=%s: %s", draft.group.name, error)
+            return _publish_group(catalog, ledger, draft, root, commit, before_commit)
+    return _publish_per_table(catalog, ledger, draft, root, tables)
+
+
+def _published_meanwhile(ledger: Ledger, group: str, run_key: str) -> CutRecord | None:
+    """The run's cut when a concurrent publisher of the run recorded it while this attempt failed.
+
+    Whatever the attempt's failure (a conflict on the pointers, or its files deleted by the
+    winner's sweep of dead attempts mid-build), the run is published then. ``None`` when the
+    ledger cannot answer either: the attempt's own error stands.
+    """
+    try:
+        return ledger.cut_for_run(group, run_key)
+    except SQLAlchemyError:
+        return None
 
 
 def _reconciled_members(catalog: RestCatalog, ledger: Ledger, group: RefreshGroup, run_key: str) -> dict[str, Table]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import ManifestFile, ManifestWriter
 
 from airflow_provider_streambed.catalog import open_catalog, warehouse_of
 from airflow_provider_streambed.exceptions import (
@@ -114,6 +115,38 @@ def test_two_concurrent_publishes_of_one_run_make_one_cut(catalog_props: dict[st
     known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
     known.add(loaded.metadata_location.rsplit("/", 1)[1])
     assert {f for f in _metadata_files(catalog, "accounts") if f.endswith(".metadata.json")} == known
+
+
+def test_a_publisher_whose_files_a_winner_swept_mid_build_returns_the_winners_cut(
+    catalog_props: dict[str, str], catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window CI once hit: the winner commits the run's cut and sweeps the loser's attempt (dead:
+    # its base pointers moved) between the loser's manifest write and pyiceberg reading its length.
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
+                                                              bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    winner: list[object] = []
+    real_to_manifest_file = ManifestWriter.to_manifest_file
+
+    def winner_in_the_window(writer: ManifestWriter) -> ManifestFile:
+        if not winner:
+            winner.append(None)  # the winner's own manifests pass straight through
+            own = open_catalog(catalog_props)
+            assert isinstance(own, SqlCatalog)
+            winner[0] = publish_cut(own, Ledger(own.engine), group, "run2", manifests)
+        return real_to_manifest_file(writer)
+
+    monkeypatch.setattr(ManifestWriter, "to_manifest_file", winner_in_the_window)
+    loser = publish_cut(catalog, ledger, group, "run2", manifests)
+    assert loser == winner[0] and loser.cut_id == 2
+    assert [c.cut_id for c in ledger.list_cuts("bank")] == [1, 2]
+    for table in ("accounts", "totals"):  # the loser's files are gone, the winner's are the tables'
+        loaded = catalog.load_table(f"ns.{table}")
+        assert loaded.metadata_location == loser.members[table].metadata_location
+        known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
+        known.add(loaded.metadata_location.rsplit("/", 1)[1])
+        assert {f for f in _metadata_files(catalog, table) if f.endswith(".metadata.json")} == known
 
 
 def test_a_member_changed_by_another_writer_refuses_the_whole_publish(catalog: SqlCatalog, ledger: Ledger) -> None:
