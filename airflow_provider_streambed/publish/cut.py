@@ -77,6 +77,7 @@ from airflow_provider_streambed.publish.rest import (
 from airflow_provider_streambed.publish.tables import (
     BuiltMember,
     MemberPlan,
+    MemoTransaction,
     build_carried,
     build_member,
     check_staged_output,
@@ -342,7 +343,7 @@ def _publish_rest(
 
     def build(plan: MemberPlan) -> tuple[CommitTableRequest, int]:
         """The member's part of the commit, and its snapshot in the cut."""
-        transaction = plan.table.transaction()
+        transaction = MemoTransaction(plan.table)
         if (kept := draft.carried.get(plan.member)) is not None:
             carry_tag(transaction, kept.snapshot_id, tag)
             return table_change(transaction, mark), kept.snapshot_id
