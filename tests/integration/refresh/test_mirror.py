@@ -185,5 +185,15 @@ def test_a_key_with_nulls_still_matches_its_changes(spark: SparkSession, tmp_pat
     model.commit()
     spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [model.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
     staged = run_job(spark, replace(spec, rewrite={"t": rewrite} if rewrite else {}))
-    rows = read_files(advance(first, staged)["t"].files).to_pylist()
+    second = advance(first, staged)
+    rows = read_files(second["t"].files).to_pylist()
     assert sorted(rows, key=lambda row: row["id"]) == [{"id": 2, "v": None}, {"id": 4, "v": 4}, {"id": 5, "v": None}]
+    # changes without a null in their keys compare with plain equality: the keys with nulls stay untouched
+    model.delete((4, 4))
+    model.insert({"id": 6, "v": 6})
+    model.commit()
+    spec = stage_spec(tmp_path, group, "r3", Lsn(model.lsn), [model.flush(tmp_path / "c3", "t")], second,
+                      spec.watermark, 3)
+    staged = run_job(spark, replace(spec, rewrite={"t": rewrite} if rewrite else {}))
+    rows = read_files(advance(second, staged)["t"].files).to_pylist()
+    assert sorted(rows, key=lambda row: row["id"]) == [{"id": 2, "v": None}, {"id": 5, "v": None}, {"id": 6, "v": 6}]
