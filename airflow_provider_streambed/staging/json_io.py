@@ -25,10 +25,14 @@ def write_json(uri: str, record: dict[str, Any]) -> None:
 
 
 def read_json(uri: str) -> dict[str, Any] | None:
-    """The JSON record at ``uri``, or ``None`` if there is no file."""
+    """The JSON record at ``uri``, or ``None`` if there is no file (also when a concurrent process
+    deleted it between the two calls)."""
     filesystem, path = fs.FileSystem.from_uri(uri)
     if filesystem.get_file_info(path).type == fs.FileType.NotFound:
         return None
-    with filesystem.open_input_stream(path) as stream:
-        data: dict[str, Any] = json.loads(stream.read())
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            data: dict[str, Any] = json.loads(stream.read())
+    except FileNotFoundError:
+        return None
     return data
