@@ -29,7 +29,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import CommitTableRequest, CreateTableTransaction, Table, Transaction
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.catalog import staging_of, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
@@ -37,7 +37,6 @@ from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
     CatalogUnavailableError,
     ExpiryConflictError,
-    LedgerError,
     PublishConflictError,
     PublishError,
     RunSupersededError,
@@ -157,7 +156,8 @@ def publish_cut(
         before_commit: called inside the transaction after the pointer updates (fault injection).
 
     Returns:
-        The cut, also when the run had published it before (then nothing changes).
+        The cut, also when the run had published it before (then nothing changes), or when a
+        concurrent publisher of the run recorded it while this attempt failed.
 
     Raises:
         CatalogCapabilityError: see :func:`check_capability`.
@@ -194,9 +194,11 @@ def publish_cut(
             if isinstance(error, StagedOutputError):
                 raise _unusable_output(error, root, run_key) from error
             raise
-        logger.info("group=%s cut=%d W=%s: a concurrent publisher of run %s won (this attempt failed: %s)",
-                    group.name, found.cut_id, watermark, run_key, error)
-        record = found
+        log = logger.info if isinstance(error, PublishConflictError) else logger.warning
+        log("group=%s cut=%d W=%s: a concurrent publisher of run %s won; this attempt failed: %s: %s", group.name,
+            found.cut_id, found.watermark, run_key, type(error).__name__, error)
+        _clean_up(catalog, ledger, group, run_key, found, staging_retention_hours)
+        return found
     logger.info("group=%s cut=%d W=%s: published %d members in %.3f s", group.name, record.cut_id, watermark,
                 len(record.members), time.perf_counter() - started)
     _clean_up(catalog, ledger, group, run_key, record, staging_retention_hours)
@@ -231,7 +233,9 @@ def _published_meanwhile(ledger: Ledger, group: str, run_key: str) -> CutRecord 
     """
     try:
         return ledger.cut_for_run(group, run_key)
-    except SQLAlchemyError:
+    except Exception as error:  # the ledger is down too (or broken): the caller re-raises its own error
+        logger.warning("group=%s: cannot look run %s up in the ledger after a failed attempt: %s: %s", group, run_key,
+                       type(error).__name__, error)
         return None
 
 
@@ -370,13 +374,8 @@ def _publish_rest(
         ) from error
     members = {name: CutMember(name, plan.table_name, built[name][1], committed[name].metadata_location)
                for name, plan in plans.items()}
-    try:
-        with ledger.begin() as connection:
-            return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
-    except (LedgerError, IntegrityError):  # a concurrent publisher of the run reconciled it first
-        if (found := ledger.cut_for_run(group.name, run_key)) is not None:
-            return found
-        raise
+    with ledger.begin() as connection:  # a concurrent reconciliation of the cut fails it: see publish_cut
+        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
 
 
 def _publish_per_table(

@@ -411,8 +411,15 @@ def stage_cut_updates(
 
 
 def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
-    """Whether a staged output's Arrow schema is the table's schema (no update needed)."""
-    return schema.as_arrow().remove_metadata() == arrow_schema.remove_metadata()
+    """Whether a staged output's Arrow schema is the table's schema (no update needed): the same
+    columns in order, of the same types and nullability. pyiceberg gives large strings and
+    binaries where Parquet files hold plain ones; Iceberg does not tell them apart. A nested
+    type compares as is (a mismatch only costs the schema update's dry run)."""
+
+    def shape(of: pa.Schema) -> list[tuple[str, pa.DataType, bool]]:
+        return [(field.name, _plain(field.type), field.nullable) for field in of]
+
+    return shape(schema.as_arrow()) == shape(arrow_schema)
 
 
 def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
@@ -480,6 +487,8 @@ class MemoTransaction(Transaction):
 
     pyiceberg recomputes (deep-copies) the table metadata on each ``table_metadata`` access, about
     two dozen times per snapshot; updates are only ever appended here, so their count is a valid key.
+    Only for staging: its updates are written or sent by this package, never committed through
+    ``commit_transaction``, whose retry refreshes the table and drops updates (the key would lie).
     """
 
     _memo: tuple[int, TableMetadata] | None = None

@@ -183,7 +183,7 @@ def _incremental(
     if facts.ranged:
         first = F.col(key[0])
         in_range = first.between(facts.low, facts.high) if facts.low is not None else F.lit(False)
-        candidates = candidates.where(in_range | first.isNull())
+        candidates = candidates.where(in_range | first.isNull() if facts.null_keys else in_range)
     touched = _key_join(candidates, change_rows, key, "left_semi", few, facts.null_keys)
     if markers:  # unchanged-TOAST values come from the previous rows of their keys
         earlier = _previous_rows(touched, change_rows.schema, columns, markers)

@@ -14,6 +14,7 @@ from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.mirror import _change_facts
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
@@ -197,3 +198,17 @@ def test_a_key_with_nulls_still_matches_its_changes(spark: SparkSession, tmp_pat
     staged = run_job(spark, replace(spec, rewrite={"t": rewrite} if rewrite else {}))
     rows = read_files(advance(second, staged)["t"].files).to_pylist()
     assert sorted(rows, key=lambda row: row["id"]) == [{"id": 2, "v": None}, {"id": 5, "v": None}, {"id": 6, "v": 6}]
+
+
+def test_keys_compare_null_safe_only_when_a_change_has_a_null_in_its_key(spark: SparkSession) -> None:
+    schema = "a long, b string, _commit_lsn long, _seq long, _op string"
+
+    def null_keys(*rows: tuple[object, ...]) -> bool:
+        return _change_facts(spark.createDataFrame(list(rows), schema), ["a", "b"]).null_keys
+
+    assert not null_keys((1, "x", 10, 0, "I"), (2, "y", 10, 1, "D"))
+    assert null_keys((1, "x", 10, 0, "I"), (2, None, 10, 1, "U"))  # a null in the second key column
+    assert null_keys((None, "x", 10, 0, "D"))
+    assert not null_keys((1, "x", 10, 0, "I"), (None, None, 11, 0, "T"))  # a truncate's row has no key
+    assert not null_keys((None, None, 11, 0, "T"))
+    assert not null_keys()

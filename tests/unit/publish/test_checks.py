@@ -6,7 +6,10 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pyarrow as pa
 import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import BinaryType, LongType, NestedField, StringType
 
 from airflow_provider_streambed.exceptions import CatalogCapabilityError, PublishError
 from airflow_provider_streambed.ledger import cut_tag
@@ -14,7 +17,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import check_capability
 from airflow_provider_streambed.publish.attempts import Attempt, attempt_state
 from airflow_provider_streambed.publish.cut import run_watermark
-from airflow_provider_streambed.publish.tables import parallel, run_data_dir
+from airflow_provider_streambed.publish.tables import parallel, run_data_dir, same_schema
 from airflow_provider_streambed.staging import MemberManifest
 from tests.integration.publish.helpers import make_group
 
@@ -66,3 +69,16 @@ def test_parallel_uses_threads_only_for_remote_storage() -> None:
     assert set(parallel(thread_of, range(4), "/warehouse")) == {main}
     remote = parallel(thread_of, range(4), "s3://bucket/warehouse")
     assert main not in remote and len(set(remote)) > 1
+
+
+def test_same_schema_takes_plain_strings_for_large_ones_and_sees_any_other_difference() -> None:
+    table = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "note", StringType()),
+                   NestedField(3, "blob", BinaryType()))
+    staged = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("note", pa.string()),
+                        pa.field("blob", pa.binary())])
+    assert table.as_arrow().field("note").type == pa.large_string()  # what pyiceberg gives
+    assert same_schema(table, staged)
+    assert same_schema(table, staged.with_metadata({b"spark": b"ignored"}))
+    assert not same_schema(table, staged.append(pa.field("added", pa.int32())))
+    assert not same_schema(table, staged.set(0, pa.field("id", pa.int32(), nullable=False)))
+    assert not same_schema(table, staged.set(0, pa.field("id", pa.int64())))  # nullable: the update decides
