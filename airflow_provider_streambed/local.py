@@ -153,13 +153,12 @@ def _run(
     """The three steps of :func:`refresh_once`."""
     from airflow_provider_streambed.capture.run import capture_run
     from airflow_provider_streambed.capture.slot import advance_slot
-    from airflow_provider_streambed.publish.cut import publish_cut
-    from airflow_provider_streambed.publish.rest import reconcile_before_run
+    from airflow_provider_streambed.publish.cut import check_before_run, publish_cut
     from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
     from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
     from airflow_provider_streambed.refresh.plan import members_to_compute
 
-    reconcile_before_run(catalog, ledger, group)
+    check_before_run(catalog, ledger, group)
     if (published := ledger.cut_for_run(group.name, run_key)) is not None:
         logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)
         with psycopg.connect(source_dsn) as conn:

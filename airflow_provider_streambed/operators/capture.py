@@ -117,10 +117,10 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         from airflow_provider_streambed.capture.run import capture_run
         from airflow_provider_streambed.catalog import staging_of
         from airflow_provider_streambed.hooks.source import StreambedSourceHook
-        from airflow_provider_streambed.publish.rest import reconcile_before_run
+        from airflow_provider_streambed.publish import check_before_run
 
         explicit = explicit_watermark(self.group, self.watermark_lsn)
-        reconcile_before_run(catalog, ledger, self.group)  # a REST cut whose ledger write was lost
+        check_before_run(catalog, ledger, self.group)  # a catalog that cannot publish; a REST cut not recorded
         if (done := self.already_published(ledger, run_key)) is not None:
             return done
         supersede = self.supersede_pending_runs or bool(context["params"].get(SUPERSEDE_PARAM))

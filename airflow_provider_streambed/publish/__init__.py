@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from airflow_provider_streambed.publish.cut import check_capability, publish_cut
+from airflow_provider_streambed.publish.cut import check_before_run, check_capability, publish_cut
 
-__all__ = ["check_capability", "publish_cut"]
+__all__ = ["check_before_run", "check_capability", "publish_cut"]

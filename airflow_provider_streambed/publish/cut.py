@@ -70,6 +70,7 @@ from airflow_provider_streambed.publish.rest import (
     load_members,
     reaching,
     reconcile,
+    reconcile_before_run,
     supports_transactions,
     table_change,
 )
@@ -125,6 +126,20 @@ def check_capability(catalog: Catalog, group: RefreshGroup, ledger: Ledger | Non
     if ledger is not None and isinstance(catalog, SqlCatalog) and _url(ledger.engine) != _url(catalog.engine):
         raise PublishError(f"group {group.name!r}: the ledger must live in the catalog's database for an atomic cut")
     return True
+
+
+def check_before_run(catalog: Catalog, ledger: Ledger, group: RefreshGroup) -> None:
+    """At the start of a run, before it pins W or captures anything: refuse a group its catalog
+    cannot publish (:func:`check_capability`, so no capture and refresh is spent on a run whose
+    publish must fail) and, on a REST catalog, record a cut it holds but the ledger lacks
+    (:func:`~.rest.reconcile_before_run`).
+
+    Raises:
+        CatalogCapabilityError, PublishError: see :func:`check_capability`.
+        CatalogUnavailableError: the REST catalog did not answer.
+    """
+    check_capability(catalog, group, ledger)
+    reconcile_before_run(catalog, ledger, group)
 
 
 def _url(engine: Engine) -> str:

@@ -4,12 +4,18 @@ properties alone: tables on S3, staging and Spark's copies of the previous cut o
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 from pyiceberg.catalog import load_catalog
 
+from airflow_provider_streambed.capture.names import slot_name
+from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.examples.bank import Writer, load_bank
+from airflow_provider_streambed.exceptions import CatalogCapabilityError
+from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.publish.rest import CutMark
 from airflow_provider_streambed.read import CutReader
@@ -60,3 +66,22 @@ def test_the_bank_group_through_the_rest_catalog_on_s3(
             tuple(row.values()) for row in cuts[-1].to_arrow(name).to_pylist())
     copies = list((staging / "_streambed" / bank.name / INPUTS_DIR).rglob("*.parquet"))
     assert copies, "Spark read the previous cut from local copies"
+
+
+def test_a_group_the_catalog_cannot_publish_is_refused_before_its_run_pins_anything(
+    pg_dsn: str, rest_properties: dict[str, str], tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(DAGS))
+    from example_bank import bank
+
+    load_bank(pg_dsn)
+    kept = replace(bank, retention=CutRetention(keep_last=3))  # cut retention: SQL catalogs only so far
+    properties = {**rest_properties, "streambed.ledger-uri": f"sqlite:///{tmp_path / 'ledger.db'}",
+                  "streambed.staging-uri": (tmp_path / "staging").as_uri()}
+    with pytest.raises(CatalogCapabilityError, match=r"group 'bank': catalog .* is a REST catalog, and cut retention"):
+        refresh_once(kept, source_dsn=pg_dsn, catalog_properties=properties, spark_remote="sc://127.0.0.1:1")
+    assert Ledger(properties["streambed.ledger-uri"]).list_runs("bank") == []  # no W pinned
+    with psycopg.connect(pg_dsn) as conn:  # no slot created, nothing captured
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s",
+                            (slot_name(bank),)).fetchone() == (0,)
+    assert not (tmp_path / "staging").exists()
