@@ -287,7 +287,9 @@ def _key_join(
     third off the key scan of a 10M-row mirror). With ``few`` changes the keys are broadcast (no
     shuffle of ``rows``).
     """
-    changed = change_rows.select(*[F.col(name).alias(f"_changed_{name}") for name in key]).distinct()
+    changed = change_rows.select(*[F.col(name).alias(f"_changed_{name}") for name in key])
+    if not few:  # a semi or anti join needs no distinct keys; it only shrinks what a shuffle moves
+        changed = changed.distinct()
     equal = Column.eqNullSafe if null_safe else Column.__eq__
     condition = reduce(and_, [equal(rows[name], changed[f"_changed_{name}"]) for name in key])
     return rows.join(F.broadcast(changed) if few else changed, condition, how)

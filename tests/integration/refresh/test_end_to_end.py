@@ -106,9 +106,9 @@ def _every_reader(cut: Cut, catalog: Catalog, spark: SparkSession, member: str) 
     location = cut.member(member).metadata_location
     with duckdb.connect() as con:
         cut.to_duckdb(con)
-        views = _sorted(con.execute(f'SELECT * FROM "{member}"').fetch_arrow_table())
+        views = _sorted(con.execute(f'SELECT * FROM "{member}"').to_arrow_table())
         load_duckdb_iceberg(con)
-        scan = _sorted(con.execute(f"SELECT * FROM iceberg_scan('{location}')").fetch_arrow_table())
+        scan = _sorted(con.execute(f"SELECT * FROM iceberg_scan('{location}')").to_arrow_table())
     return {
         "Cut.to_arrow": _sorted(cut.to_arrow(member)),
         "pyiceberg tag": _sorted(catalog.load_table(cut.member(member).table_identifier).scan()
