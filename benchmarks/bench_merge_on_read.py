@@ -11,6 +11,8 @@ JVM start is in any figure:
   the median of ``--repeats`` refreshes, as a fraction of a plain read + write of the whole
   table in the same session (goals: <= 3 %, <= 5 %, <= 10 %);
 - bytes written per run as a fraction of the table's bytes;
+- the floors: a refresh of one key, and the key scan of random changes alone (why the goals are
+  out of reach of a merge in Spark: see ``docs/limitations.md``);
 - read amplification of the latest cut (files a query reads, time of a full scan through
   :class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`) after the three refreshes
   chained, before and after a compaction (the mirror rewritten whole).
@@ -35,7 +37,7 @@ from pyspark.sql import functions as F
 from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
-from airflow_provider_streambed.spark_snapshot import SnapshotScan
+from airflow_provider_streambed.spark_snapshot import ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture, stage_member_output
 from airflow_provider_streambed.testing.spark import local_spark_session
 
@@ -123,6 +125,29 @@ def bench_updates(
               f"{written:>14.2%}")
 
 
+def bench_floors(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, repeats: int) -> None:
+    """What a refresh pays whatever it changes, as fractions of ``plain``: a refresh of one key (its
+    Spark jobs, with a key scan that the key's range confines to the Parquet pages that can hold
+    it), and the key scan of random changes alone (their rows found among all previous rows)."""
+    capture = write_changelog(rows, 1 / rows, 9500, work / "changes-one" / "c.parquet", 0, hot=True)
+    one = statistics.median(refresh(spark, base, capture, work / f"run-one-{repeat}", 9500)[1]
+                            for repeat in range(repeats))
+    changed = write_changelog(rows, 0.0001, 9600, work / "changes-scan" / "c.parquet", 1)
+    keys = F.broadcast(spark.read.parquet(*changed.files).select("id"))
+    scan = SnapshotScan(spark, base).rows(["id"], positions=True).join(keys, "id", "left_semi")
+
+    def scan_seconds() -> float:
+        start = time.perf_counter()
+        scan.agg(F.sum(ROW_POS)).collect()
+        return time.perf_counter() - start
+
+    scanned = statistics.median(scan_seconds() for _ in range(repeats))
+    print("\n### Floors: what any refresh pays in Spark")
+    print(f"refresh of one key (the least a refresh costs): {one:.2f} s = {one / plain:.1%} of plain")
+    print(f"key scan alone, {changed.changes:,} random keys among {rows:,} rows: {scanned:.2f} s = "
+          f"{scanned / plain:.1%} of plain")
+
+
 def bench_compaction(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float) -> None:
     """Read amplification after three chained refreshes (0.01, 0.1, 1 % random), then compacted."""
     chained = base
@@ -163,6 +188,7 @@ def main() -> None:
         print(f"plain read + write of the whole table: {plain:.2f} s")
         bench_updates(spark, work, rows, base, plain, hot=False, repeats=arguments.repeats)
         bench_updates(spark, work, rows, base, plain, hot=True, repeats=arguments.repeats)
+        bench_floors(spark, work, rows, base, plain, arguments.repeats)
         bench_compaction(spark, work, rows, base, plain)
     spark.stop()
 

@@ -3,10 +3,12 @@ and the upload rate of staged files into the S3 warehouse.
 
 Run: ``.venv/bin/python -m benchmarks.bench_rest_publish [--tables 20] [--repeats 3] [--upload-mb 64]``.
 Prints figures measured side by side in one run against one throwaway ``weed mini`` (no timed
-assertions). Each cut replaces every member with one staged Parquet file of 100 rows (tables
-exist; the first cut is not timed); the single-table baseline is pyiceberg's overwrite and tag of
-one table committed through ``RestCatalog.commit_table`` (N of them one after another would be N
-times that: the last column compares the cut with that). The upload figure times
+assertions), with the CPU time the client (this process) and the server spent on each, and the
+least time that CPU allows on this machine's cores. Each cut replaces every member with one
+staged Parquet file of 100 rows (tables exist; the first cut is not timed); the single-table
+baseline is pyiceberg's overwrite and tag of one table committed through
+``RestCatalog.commit_table`` (N of them one after another would be N times that: the last column
+compares the cut with that). The upload figure times
 :func:`airflow_provider_streambed.storage.transfer` of local staged files into the warehouse
 bucket, the step publish runs before its commit, one file after another.
 """
@@ -18,8 +20,11 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -32,41 +37,67 @@ from benchmarks.bench_publish import _frame, _pyiceberg_replace
 from tests.integration.publish.helpers import make_group, stage
 
 
-def bench_cut(properties: dict[str, str], size: int, repeats: int) -> list[float]:
-    """Seconds per publish of a cut of ``size`` members (after a first cut created the tables)."""
+class Timing:
+    """Wall and CPU seconds (of this process and of the server's processes) of timed sections."""
+
+    def __init__(self, server: ThrowawaySeaweed) -> None:
+        self.client = psutil.Process()
+        self.server = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+        self.wall: list[float] = []
+        self.client_cpu: list[float] = []
+        self.server_cpu: list[float] = []
+
+    def _cpu(self) -> tuple[float, float]:
+        return _cpu_of([self.client]), _cpu_of(self.server)
+
+    @contextmanager
+    def section(self) -> Iterator[None]:
+        """Time the block."""
+        client, server = self._cpu()
+        started = time.perf_counter()
+        yield
+        self.wall.append(time.perf_counter() - started)
+        client_after, server_after = self._cpu()
+        self.client_cpu.append(client_after - client)
+        self.server_cpu.append(server_after - server)
+
+    def medians(self) -> tuple[float, float, float]:
+        """Median wall, client CPU and server CPU seconds."""
+        median = statistics.median
+        return median(self.wall), median(self.client_cpu), median(self.server_cpu)
+
+
+def _cpu_of(processes: list[psutil.Process]) -> float:
+    return sum(sum(process.cpu_times()[:2]) for process in processes)
+
+
+def bench_cut(properties: dict[str, str], size: int, repeats: int, timing: Timing) -> None:
+    """Time each publish of a cut of ``size`` members (after a first cut created the tables)."""
     catalog = open_catalog(properties)
     ledger = ledger_of(catalog)
     ledger.create()
     group = make_group(f"bench{size}", members=size)
-    times = []
     for version in range(1, repeats + 2):
         run_key, watermark = f"r{version}", Lsn(version * 100)
         ledger.pin_run(group.name, run_key, watermark)
         manifests = stage(staging_of(catalog), group.name, run_key, watermark,
                           {m.name: _frame(version) for m in group.members})
-        started = time.perf_counter()
-        publish_cut(catalog, ledger, group, run_key, manifests)
-        if version > 1:
-            times.append(time.perf_counter() - started)
-    return times
+        with timing.section() if version > 1 else nullcontext():
+            publish_cut(catalog, ledger, group, run_key, manifests)
 
 
-def bench_single(properties: dict[str, str], workdir: Path, repeats: int) -> list[float]:
-    """Seconds for one single-table REST commit (load, overwrite snapshot with a tag, commit)."""
+def bench_single(properties: dict[str, str], workdir: Path, repeats: int, timing: Timing) -> None:
+    """Time one single-table REST commit (load, overwrite snapshot with a tag, commit)."""
     catalog = open_catalog(properties)
     catalog.create_namespace_if_not_exists("single")
     table = catalog.create_table(("single", "t"), schema=_frame(0).schema)
-    times = []
     for version in range(1, repeats + 2):
         path = workdir / f"single-v{version}.parquet"
         pq.write_table(_frame(version), path)
         target = f"{table.location()}/data/single-v{version}.parquet"
         storage.transfer(path.as_uri(), target, catalog.properties)
-        started = time.perf_counter()
-        _pyiceberg_replace(catalog.load_table(("single", "t")), target, f"tag-{version}")
-        if version > 1:
-            times.append(time.perf_counter() - started)
-    return times
+        with timing.section() if version > 1 else nullcontext():
+            _pyiceberg_replace(catalog.load_table(("single", "t")), target, f"tag-{version}")
 
 
 def bench_upload(properties: dict[str, str], workdir: Path, megabytes: int) -> tuple[int, float]:
@@ -101,12 +132,19 @@ def main() -> None:
         workdir = Path(directory)
         properties = {**server.catalog_properties(), "streambed.ledger-uri": f"sqlite:///{workdir}/ledger.db",
                       "streambed.staging-uri": (workdir / "staging").as_uri()}
-        one = statistics.median(bench_single(properties, workdir, args.repeats))
-        cut = statistics.median(bench_cut(properties, args.tables, args.repeats))
+        single, cuts = Timing(server), Timing(server)
+        bench_single(properties, workdir, args.repeats, single)
+        bench_cut(properties, args.tables, args.repeats, cuts)
         total, seconds = bench_upload(properties, workdir, args.upload_mb)
+    (one, one_client, one_server), (cut, client, server_cpu) = single.medians(), cuts.medians()
     print(f"{'tables':>6}  {'cut (s)':>9}  {'one single commit (s)':>22}  {'cut/one':>8}  goal    "
           f"{'cut/(N single commits)':>22}")
     print(f"{args.tables:>6}  {cut:>9.3f}  {one:>22.3f}  {cut / one:>8.1f}  <= 2.0  {cut / (one * args.tables):>22.2f}")
+    cores = os.cpu_count() or 1
+    floor = (client + server_cpu) / cores
+    print(f"CPU per cut: client {client:.3f} s + server {server_cpu:.3f} s; on {cores} cores a cut takes at least "
+          f"{floor:.3f} s = {floor / one:.1f}x one commit (the server's CPU alone: {server_cpu / cores / one:.1f}x); "
+          f"one commit: client {one_client:.3f} s + server {one_server:.3f} s")
     print(f"upload of staged files: {total / 2**20:.0f} MB in {seconds:.2f} s = {total / 2**20 / seconds:.0f} MB/s "
           "(one file after another, local disk to the local S3)")
 

@@ -123,6 +123,18 @@ class ThrowawaySeaweed:
         return f"http://127.0.0.1:{self.iceberg_port}"
 
     @property
+    def pid(self) -> int:
+        """The running ``weed`` process's id (it leads its own process group).
+
+        Raises:
+            RuntimeError: the server is not running.
+        """
+        if not self._running():
+            raise RuntimeError("SeaweedFS is not running")
+        assert self._process is not None
+        return self._process.pid
+
+    @property
     def data_dir(self) -> Path:
         """The server's data directory (kept across restarts)."""
         return self.root / "data"

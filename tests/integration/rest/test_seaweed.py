@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 import requests
@@ -28,11 +30,16 @@ def test_tables_survive_a_crash(seaweed: ThrowawaySeaweed, rest_properties: dict
     assert table.metadata_location.startswith("s3://warehouse/shop/orders/metadata/")
     assert read_rows(rest_properties) == ROWS.to_pylist()
 
+    first = seaweed.pid
+    assert os.getpgid(first) == first  # the benchmarks read the server's CPU time off this process
     seaweed.kill()
     with pytest.raises(requests.exceptions.ConnectionError):
         catalog.list_namespaces()
+    with pytest.raises(RuntimeError, match="not running"):
+        assert seaweed.pid
 
     seaweed.restart()
+    assert seaweed.pid != first
     assert load_catalog("rest", **rest_properties).list_namespaces() == [("shop",)]
     assert read_rows(rest_properties) == ROWS.to_pylist()
 
