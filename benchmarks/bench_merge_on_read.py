@@ -7,12 +7,13 @@ drawn at random from the whole table, and of keys drawn from its newest 1 % (hot
 OLTP shape). Everything runs in one in-process ``local[2]`` Spark session, warmed up first, so no
 JVM start is in any figure:
 
-- merge + write: ``merge_mirror`` and ``stage_member_output`` (new images + position deletes),
-  the median of ``--repeats`` refreshes, as a fraction of a plain read + write of the whole
-  table in the same session (goals: <= 3 %, <= 5 %, <= 10 %);
+- merge + write: the merge a refresh runs (:func:`~airflow_provider_streambed.refresh.job.merge`:
+  in-process with DuckDB) and ``stage_member_output`` (new images + position deletes), the
+  median of ``--repeats`` refreshes, as a fraction of a plain read + write of the whole table in
+  the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, Spark's merge of the same
+  changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply);
 - bytes written per run as a fraction of the table's bytes;
-- the floors: a refresh of one key, and the key scan of random changes alone (why the goals are
-  out of reach of a merge in Spark: see ``docs/limitations.md``);
+- the floors of Spark's merge: a refresh of one key, and the key scan of random changes alone;
 - read amplification of the latest cut (files a query reads, time of a full scan through
   :class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`) after the three refreshes
   chained, before and after a compaction (the mirror rewritten whole).
@@ -36,6 +37,7 @@ from pyspark.sql import functions as F
 
 from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh.job import merge
 from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
 from airflow_provider_streambed.spark_snapshot import ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture, stage_member_output
@@ -82,12 +84,14 @@ def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int,
 
 
 def refresh(
-    spark: SparkSession, previous: SnapshotFiles, capture: TableCapture, root: Path, lsn: int, rewrite: str = ""
+    spark: SparkSession, previous: SnapshotFiles, capture: TableCapture, root: Path, lsn: int, rewrite: str = "",
+    in_process: bool = True,
 ) -> tuple[MemberManifest, float]:
-    """One mirror refresh (merge + staged write) and its wall time."""
+    """One mirror refresh (merge + staged write) and its wall time: the merge a refresh runs
+    (in-process when it can be), or (not ``in_process``) Spark's."""
     start = time.perf_counter()
     source = MirrorInput("bench", MIRROR, capture, previous, ("id",), Lsn(lsn - 1), rewrite)
-    output = merge_mirror(spark, source)
+    output = merge(spark, source) if in_process else merge_mirror(spark, source)
     manifest = stage_member_output(
         output.rows, root.as_uri(), "facts", Lsn(lsn), ("id",), incremental=output.incremental,
         deletes=output.deletes, reason=output.reason,
@@ -112,7 +116,8 @@ def bench_updates(
     against ``plain``, bytes written."""
     table_bytes = size_of(base.data)
     print(f"\n### {'hot (newest 1 % of keys)' if hot else 'random'} updates")
-    print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}")
+    print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}  "
+          f"{'Spark merge s':>13} {'/ plain':>8}")
     for index, (fraction, goal) in enumerate(GOALS.items()):
         lsn = 1000 * (index + 1)
         name = f"{'hot' if hot else 'random'}{index}"
@@ -120,17 +125,19 @@ def bench_updates(
         timed = [refresh(spark, base, capture, work / f"run-{name}-{repeat}", lsn) for repeat in range(repeats)]
         manifest, seconds = timed[0][0], statistics.median(seconds for _, seconds in timed)
         assert manifest.incremental, manifest.reason
+        by_spark = statistics.median(refresh(spark, base, capture, work / f"spark-{name}-{repeat}", lsn,
+                                             in_process=False)[1] for repeat in range(repeats))
         written = size_of(manifest.files + manifest.delete_files) / table_bytes
         print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
-              f"{written:>14.2%}")
+              f"{written:>14.2%}  {by_spark:>13.2f} {by_spark / plain:>8.1%}")
 
 
 def bench_floors(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, repeats: int) -> None:
-    """What a refresh pays whatever it changes, as fractions of ``plain``: a refresh of one key (its
-    Spark jobs, with a key scan that the key's range confines to the Parquet pages that can hold
-    it), and the key scan of random changes alone (their rows found among all previous rows)."""
+    """What Spark's merge pays whatever it changes, as fractions of ``plain``: a refresh of one key
+    (its Spark jobs, with a key scan that the key's range confines to the Parquet pages that can
+    hold it), and the key scan of random changes alone (their rows found among all previous rows)."""
     capture = write_changelog(rows, 1 / rows, 9500, work / "changes-one" / "c.parquet", 0, hot=True)
-    one = statistics.median(refresh(spark, base, capture, work / f"run-one-{repeat}", 9500)[1]
+    one = statistics.median(refresh(spark, base, capture, work / f"run-one-{repeat}", 9500, in_process=False)[1]
                             for repeat in range(repeats))
     changed = write_changelog(rows, 0.0001, 9600, work / "changes-scan" / "c.parquet", 1)
     keys = F.broadcast(spark.read.parquet(*changed.files).select("id"))
@@ -142,8 +149,8 @@ def bench_floors(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles
         return time.perf_counter() - start
 
     scanned = statistics.median(scan_seconds() for _ in range(repeats))
-    print("\n### Floors: what any refresh pays in Spark")
-    print(f"refresh of one key (the least a refresh costs): {one:.2f} s = {one / plain:.1%} of plain")
+    print("\n### Floors of Spark's merge (what the in-process merge avoids)")
+    print(f"Spark merge of one key (its least cost): {one:.2f} s = {one / plain:.1%} of plain")
     print(f"key scan alone, {changed.changes:,} random keys among {rows:,} rows: {scanned:.2f} s = "
           f"{scanned / plain:.1%} of plain")
 

@@ -26,7 +26,8 @@ from airflow_provider_streambed.refresh.members import (
     first_lines,
     sql_member_frame,
 )
-from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
+from airflow_provider_streambed.refresh.mirror import MirrorInput, MirrorOutput, merge_mirror
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, LocalMirrorOutput, merge_in_process
 from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
@@ -183,7 +184,7 @@ def _compute(
         if capture is None:
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
         source = mirror_input(spec, group, member, capture)
-        output = merge_mirror(spark, source)
+        output = merge(spark, source)
         adopted = source.previous.data if capture.bootstrap and output.incremental else ()
         return stage_member_output(
             output.rows, spec.staging_root, member.name, spec.watermark, capture.key_columns, definition,
@@ -199,6 +200,13 @@ def _compute(
     context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
     frame = compute_python_member(spark, group, member, sources, context)
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
+
+
+def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
+    """The mirror's merge: in this process when it can be (:mod:`.mirror_local`, unless the
+    session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
+    local = str(spark.conf.get(IN_PROCESS_MERGE_CONF, "true")).lower() != "false"
+    return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
 
 
 def mirror_input(spec: JobSpec, group: RefreshGroup, member: Mirror, capture: TableCapture) -> MirrorInput:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
@@ -121,7 +123,7 @@ def discard_member_output(root: str, member: str) -> None:
 
 
 def stage_member_output(
-    frame: DataFrame,
+    frame: DataFrame | pa.Table,
     root: str,
     member: str,
     watermark: Lsn,
@@ -129,12 +131,15 @@ def stage_member_output(
     definition: str = "",
     *,
     incremental: bool = False,
-    deletes: DataFrame | None = None,
+    deletes: DataFrame | pa.Table | None = None,
     reason: str = "",
     adopted: tuple[str, ...] = (),
     base_snapshot_id: int | None = None,
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
+
+    ``frame`` and ``deletes`` are Spark DataFrames, or Arrow tables (an in-process merge's output,
+    written as one file each).
 
     Without ``incremental`` the files are the member's whole table; with it they are added to its
     previous snapshot (files without rows are left out), and ``deletes`` (position-delete rows,
@@ -147,7 +152,7 @@ def stage_member_output(
     """
     discard_member_output(root, member)
     data_uri = join(member_dir(root, member), DATA_DIR)
-    frame.write.mode("overwrite").parquet(data_uri)
+    _overwrite(frame, data_uri)
     files, rows = _list_parquet(data_uri, keep_empty=not incremental and not adopted)
     if adopted:
         files, rows = adopted + files, rows + _row_count(adopted)
@@ -155,8 +160,10 @@ def stage_member_output(
     deleted = 0
     deletes_uri = join(member_dir(root, member), DELETES_DIR)
     if (incremental or adopted) and deletes is not None:
-        ordered = deletes.repartition(1).sortWithinPartitions(*deletes.columns)
-        ordered.write.mode("overwrite").parquet(deletes_uri)
+        if isinstance(deletes, pa.Table):
+            _overwrite(deletes.sort_by([(name, "ascending") for name in deletes.column_names]), deletes_uri)
+        else:
+            _overwrite(deletes.repartition(1).sortWithinPartitions(*deletes.columns), deletes_uri)
         delete_files, deleted = _list_parquet(deletes_uri, keep_empty=False)
     else:
         delete_dir(deletes_uri)  # left by an earlier attempt
@@ -179,6 +186,17 @@ def stage_member_output(
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,
                 len(files), deleted, len(delete_files), reason or "whole")
     return manifest
+
+
+def _overwrite(frame: DataFrame | pa.Table, directory_uri: str) -> None:
+    """Replace the directory's contents with ``frame``'s rows as Parquet (an Arrow table: one file)."""
+    if not isinstance(frame, pa.Table):
+        frame.write.mode("overwrite").parquet(directory_uri)
+        return
+    delete_dir(directory_uri)
+    filesystem, path = fs.FileSystem.from_uri(directory_uri)
+    filesystem.create_dir(path)
+    pq.write_table(frame, f"{path}/part-{uuid.uuid4()}.parquet", filesystem=filesystem)
 
 
 def _list_parquet(directory_uri: str, keep_empty: bool) -> tuple[tuple[str, ...], int]:

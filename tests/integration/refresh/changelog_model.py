@@ -135,8 +135,9 @@ def account_row(rng: random.Random, region: str, ident: int) -> Row:
     }
 
 
-def random_changes(model: TableModel, rng: random.Random, transactions: int) -> None:
-    """Random inserts, updates (some with unchanged TOAST), deletes, key updates; rare truncates."""
+def random_changes(model: TableModel, rng: random.Random, transactions: int, truncates: bool = True) -> None:
+    """Random inserts, updates (some with unchanged TOAST), deletes, key updates; rare truncates
+    (unless not ``truncates``)."""
     next_id = max((key[1] for key in model.rows), default=0) + 1
     for _ in range(transactions):
         for _ in range(rng.randint(1, 4)):
@@ -151,7 +152,7 @@ def random_changes(model: TableModel, rng: random.Random, transactions: int) -> 
                 model.update(rng.choice(keys), {"note": "changed", "opened": dt.datetime(2030, 1, 1)})
             elif choice < 0.9:
                 model.delete(rng.choice(keys))
-            elif choice < 0.99:
+            elif choice < 0.99 or not truncates:
                 model.update(rng.choice(keys), {"id": next_id, "region": rng.choice("ab")})
                 next_id += 1
             else:

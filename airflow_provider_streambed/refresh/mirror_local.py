@@ -1,0 +1,240 @@
+"""Mirror merge in this process with DuckDB: the common incremental case, without a Spark job.
+
+The merge is :mod:`.mirror`'s, with the same result: the last image of each changed key ordered by
+``(_commit_lsn, _seq)``, deletes dropped, and position deletes of the changed keys' rows in the
+previous snapshot's files. Spark pays about ten jobs for it, whatever the change: on a warm
+``local[2]`` session a refresh of one key costs a quarter of a plain read and write of a
+10M-row table (``benchmarks/bench_merge_on_read.py``). Here DuckDB finds the previous rows of the
+changed keys (their file name and row number, reading the key columns only) and ranks the
+changes; the new images are the changelog's own rows, taken by pyarrow, so their values and
+types are exactly the changelog's (as a bootstrap copy's are).
+
+:func:`merge_in_process` merges only when every previous file is on a local file system and the
+run's changes are plain row changes on the previous schema; otherwise it returns ``None`` (and
+logs why) and Spark merges:
+
+- the mirror's first cut, a compaction (``rewrite``), or a truncate among the changes: the
+  mirror is written whole;
+- columns added, dropped or retyped, or the key changed: Spark's merge evolves or refuses them
+  (:mod:`.schema`);
+- unchanged-TOAST values, which need the previous rows' values of those columns;
+- changelog segments of different schemas, or a file DuckDB cannot read locally.
+
+The Spark job turns it off with ``spark.streambed.mirror.inProcessMerge=false`` (every mirror is
+then merged by Spark).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from airflow_provider_streambed import storage
+from airflow_provider_streambed.refresh.mirror import MirrorInput
+from airflow_provider_streambed.spark_snapshot import file_names
+from airflow_provider_streambed.staging import (
+    COMMIT_LSN,
+    OP,
+    OP_DELETE,
+    OP_INSERT,
+    OP_TRUNCATE,
+    SEQ,
+    TOAST_MARKER_PREFIX,
+)
+from airflow_provider_streambed.staging.records import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS
+
+logger = logging.getLogger(__name__)
+
+#: The Spark setting that turns the in-process merge off (``false``); on by default.
+IN_PROCESS_MERGE_CONF = "spark.streambed.mirror.inProcessMerge"
+#: Position-delete rows as Iceberg names them, with their reserved field ids.
+DELETE_SCHEMA = pa.schema([
+    pa.field(DELETE_FILE_PATH, pa.string(), nullable=False,
+             metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[DELETE_FILE_PATH]).encode()}),
+    pa.field(DELETE_POS, pa.int64(), nullable=False,
+             metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[DELETE_POS]).encode()}),
+])
+_ROW = "__streambed_row"  # a change's position in the changelog table
+_FILE, _POS = "__streambed_file", "file_row_number"  # a previous row's file and position (DuckDB's)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalMirrorOutput:
+    """An in-process merge's result, always incremental (see :class:`.mirror.MirrorOutput`).
+
+    Attributes:
+        rows: the new images of the changed keys, shaped as the previous snapshot's files.
+        deletes: position-delete rows (:data:`DELETE_SCHEMA`) over the previous snapshot's files;
+            ``None`` when nothing is deleted.
+        reason: ``merge-on-read``, or ``append-only`` for a mirror without a key.
+    """
+
+    rows: pa.Table
+    deletes: pa.Table | None
+    reason: str
+    incremental: bool = True
+
+
+def merge_in_process(source: MirrorInput) -> LocalMirrorOutput | None:
+    """The mirror's changes to its previous snapshot, merged here; ``None`` when Spark must merge
+    (see the module's documentation; the reason is logged)."""
+    where = f"group={source.group} member={source.member.name}"
+    paths, why = _local_paths(source)
+    changes: pa.Table | None = None
+    if paths is not None:
+        shape = pq.read_schema(paths[0][0]).remove_metadata()  # a snapshot's files share one schema
+        changes, why = _changes(source, shape)
+    if paths is None or changes is None:
+        logger.info("%s: merged by Spark: %s", where, why)
+        return None
+    key = [] if source.member.append_only else list(source.capture.key_columns)
+    try:
+        if not key:
+            inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
+            return LocalMirrorOutput(inserted, None, "append-only")
+        images, positions = _locate(changes, key, *paths)
+        rows = changes.take(images).select(shape.names).cast(shape)
+    except (duckdb.Error, pa.ArrowException, ValueError) as error:  # a type or a value the files' shape refuses
+        logger.warning("%s: merged by Spark: the in-process merge failed: %s: %s", where, type(error).__name__,
+                       str(error).splitlines()[0])
+        return None
+    logger.info("%s: merged in-process: %d new images, %d rows deleted", where, len(rows), len(positions))
+    return LocalMirrorOutput(rows, _deletes(source, positions), "merge-on-read")
+
+
+def _locate(
+    changes: pa.Table, key: list[str], data: tuple[str, ...], deletes: tuple[str, ...]
+) -> tuple[pa.Array, pa.Table]:
+    """The changelog positions of the new images, and the file names and row numbers of the
+    previous rows to delete."""
+    ranked = changes.select([*key, COMMIT_LSN, SEQ, OP]).append_column(
+        _ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+    with _database().cursor() as connection:  # a connection of its own: its registered tables are its own
+        connection.register("changes", ranked)
+        images = connection.execute(_images_query(key)).to_arrow_table()
+        query = _positions_query(key, bool(deletes), _has_null_key(changes, key))
+        positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
+    return _column(images, _ROW), positions
+
+
+@functools.cache
+def _database() -> duckdb.DuckDBPyConnection:
+    """This process's in-memory DuckDB database (opening one costs milliseconds; a cursor, nothing)."""
+    return duckdb.connect()
+
+
+def _local_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str, ...]] | None, str]:
+    """The previous data and delete files as local paths, or why the merge cannot be in-process."""
+    if not source.previous.data:
+        return None, "first cut"
+    if source.rewrite:
+        return None, source.rewrite
+    data, deletes = source.previous.readable()
+    paths = []
+    for uri in (*data, *deletes):
+        filesystem, path = storage.filesystem(uri)
+        if not isinstance(filesystem, fs.LocalFileSystem):
+            return None, f"previous files are not on a local file system ({uri.split('://', 1)[0]}://)"
+        paths.append(path)
+    return (tuple(paths[: len(data)]), tuple(paths[len(data):])), ""
+
+
+def _changes(source: MirrorInput, previous: pa.Schema) -> tuple[pa.Table | None, str]:
+    """The run's changes after the previous cut's W, or why Spark must merge them."""
+    segments = []
+    for uri in source.capture.files:
+        filesystem, path = storage.filesystem(uri)
+        segments.append(pq.read_table(path, filesystem=filesystem))
+    if any(not segment.schema.equals(segments[0].schema) for segment in segments):
+        return None, "changelog segments differ in schema"
+    changes = pa.concat_tables(segments)
+    if why := _schema_change(source, previous, changes.schema):
+        return None, why
+    if source.previous_watermark is not None:
+        changes = changes.filter(pc.greater_equal(changes[COMMIT_LSN], source.previous_watermark.value))
+    if pc.any(pc.equal(changes[OP], OP_TRUNCATE)).as_py():
+        return None, "truncated"
+    for name in changes.column_names:
+        if name.startswith(TOAST_MARKER_PREFIX) and pc.any(changes[name].cast(pa.bool_())).as_py():
+            return None, "unchanged-TOAST values"
+    return changes, ""
+
+
+def _schema_change(source: MirrorInput, previous: pa.Schema, changelog: pa.Schema) -> str:
+    """How the changelog's columns, types or key differ from the previous files' (empty: they do not)."""
+    columns = set(source.capture.columns)
+    if set(previous.names) != columns or not {COMMIT_LSN, SEQ, OP, *columns} <= set(changelog.names):
+        return "the columns changed"
+    if source.previous_key_columns and tuple(source.previous_key_columns) != tuple(source.capture.key_columns):
+        return "the key changed"
+    for field in previous:
+        if _plain(changelog.field(field.name).type) != _plain(field.type):
+            return f"column {field.name!r} changed type"
+    return ""
+
+
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
+
+
+def _has_null_key(changes: pa.Table, key: list[str]) -> bool:
+    return any(changes[name].null_count for name in key)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _images_query(key: list[str]) -> str:
+    """The changelog position of each changed key's last change, unless it is a delete."""
+    partition = ", ".join(_quoted(name) for name in key)
+    return f"""
+        SELECT {_ROW} FROM (
+            SELECT {_ROW}, {OP}, row_number() OVER (
+                PARTITION BY {partition} ORDER BY {COMMIT_LSN} DESC, {SEQ} DESC) AS rank
+            FROM changes)
+        WHERE rank = 1 AND {OP} <> '{OP_DELETE}'
+        ORDER BY {_ROW}"""
+
+
+def _positions_query(key: list[str], deletes: bool, null_safe: bool) -> str:
+    """File names and row numbers of the previous live rows whose key changed (``$1``: the data
+    files; ``$2``: the delete files, when ``deletes``).
+
+    Keys compare null-safe only when a change's key holds a null (``REPLICA IDENTITY FULL``), as
+    in Spark's merge; rows the previous snapshot already deletes are not deleted again.
+    """
+    equal = "IS NOT DISTINCT FROM" if null_safe else "="
+    condition = " AND ".join(f"previous.{_quoted(name)} {equal} changed.{_quoted(name)}" for name in key)
+    selected = ", ".join(_quoted(name) for name in key)
+    live = ""
+    if deletes:
+        live = f"""
+            ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
+                       FROM read_parquet($2)) AS deleted
+            ON parse_filename(previous.{_FILE}) = deleted.name AND previous.{_POS} = deleted.pos"""
+    return f"""
+        SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos
+        FROM read_parquet($1, filename = '{_FILE}', file_row_number = true) AS previous
+        SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{live}"""
+
+
+def _deletes(source: MirrorInput, positions: pa.Table) -> pa.Table | None:
+    """Position-delete rows naming the previous data files by their URIs (staging sorts them)."""
+    if not len(positions):
+        return None
+    uris = file_names(source.previous.data)
+    paths = pa.array([uris[name] for name in _column(positions, "name").to_pylist()], pa.string())
+    return pa.Table.from_arrays([paths, _column(positions, "pos").cast(pa.int64())], schema=DELETE_SCHEMA)
+
+
+def _column(table: pa.Table, name: str) -> pa.Array:
+    return table[name].combine_chunks()
