@@ -15,6 +15,7 @@ files share one schema), and when the plan asks for it (compaction).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from collections.abc import Sequence
@@ -182,7 +183,7 @@ def _incremental(
     candidates = previous.rows([*key, *markers], positions=True)
     if facts.ranged:
         first = F.col(key[0])
-        in_range = first.between(facts.low, facts.high) if facts.low is not None else F.lit(False)
+        in_range = first.between(_bound(facts.low), _bound(facts.high)) if facts.low is not None else F.lit(False)
         candidates = candidates.where(in_range | first.isNull() if facts.null_keys else in_range)
     touched = _key_join(candidates, change_rows, key, "left_semi", few, facts.null_keys)
     if markers:  # unchanged-TOAST values come from the previous rows of their keys
@@ -191,6 +192,14 @@ def _incremental(
     else:
         images = _last_images(change_rows, columns, key, markers)
     return MirrorOutput(images, previous.deletes_of(touched), True, "merge-on-read")
+
+
+def _bound(value: Any) -> Column:
+    """A key range's bound as a literal. A date goes as its ISO text: PySpark would pass it through
+    ``java.sql.Date``, which shifts dates before the Gregorian reform (1582) by days and refuses
+    years below 1000 (PostgreSQL's ``-infinity`` is captured as 0001-01-01)."""
+    plain_date = isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    return F.lit(value.isoformat()).cast("date") if plain_date else F.lit(value)
 
 
 def _read_changelog(spark: SparkSession, source: MirrorInput) -> DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.refresh.mirror import _change_facts
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
@@ -212,3 +214,29 @@ def test_keys_compare_null_safe_only_when_a_change_has_a_null_in_its_key(spark: 
     assert not null_keys((1, "x", 10, 0, "I"), (None, None, 11, 0, "T"))  # a truncate's row has no key
     assert not null_keys((None, None, 11, 0, "T"))
     assert not null_keys()
+
+
+@pytest.mark.parametrize("in_process", ["true", "false"], ids=["in-process", "spark"])
+def test_date_keys_of_any_year_bound_the_key_range(spark: SparkSession, tmp_path: Path, in_process: str) -> None:
+    # Spark's merge reads the previous rows in the changed keys' range: dates before the Gregorian
+    # reform and below year 1000 (PostgreSQL's -infinity is 0001-01-01) must bound it as they are
+    schema = pa.schema([pa.field("d", pa.date32()), pa.field("v", pa.string())])
+    group = RefreshGroup("dates", "src", "cat", "ns", (Mirror("public.t"),))
+    model = TableModel("t", schema, ("d",))
+    days = [dt.date(1, 1, 1), dt.date(999, 12, 31), dt.date(1582, 10, 10), dt.date(2024, 2, 29)]
+    for day in days:
+        model.insert({"d": day, "v": "old"})
+    model.commit()
+    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn),
+                                                    [model.flush(tmp_path / "c1", "t")])))
+    for day in days[:3]:
+        model.update((day,), {"v": "new"})
+    model.commit()
+    spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [model.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
+    spark.conf.set(IN_PROCESS_MERGE_CONF, in_process)
+    try:
+        staged = run_job(spark, spec)["t"]
+    finally:
+        spark.conf.unset(IN_PROCESS_MERGE_CONF)
+    assert staged.incremental
+    assert sorted_rows(read_files(advance(first, {"t": staged})["t"].files), ("d",)) == model.truth()
