@@ -56,6 +56,8 @@ BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"  # -1 (broadcasts o
 #: First key columns whose range prunes the previous files: types whose values come back from
 #: Spark to Python and go back as literals unchanged (timestamps would shift by the driver's zone).
 RANGED_TYPES = (IntegralType, StringType, DecimalType, DateType)
+#: Prefix of the column holding a marked column's earlier image while the last images are picked.
+EARLIER_PREFIX = "__earlier_"
 #: File size a mirror written whole over its previous files aims at (Spark's default split size).
 TARGET_FILE_BYTES = 128 * 1024 * 1024
 
@@ -305,27 +307,45 @@ def _key_join(
 
 
 def _last_images(rows: DataFrame, columns: list[str], key: list[str], markers: list[str]) -> DataFrame:
-    """The last image of every key (ordered by ``(_commit_lsn, _seq)``), deletes dropped."""
+    """The last image of every key (ordered by ``(_commit_lsn, _seq)``), deletes dropped.
+
+    Unchanged-TOAST values are resolved on the last images only: a marked row that a later change
+    of its key replaces needs no value, even one no earlier image holds.
+    """
     ordered = Window.partitionBy(*key).orderBy(COMMIT_LSN, SEQ)
     history = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    resolved = [_resolve_toast(name, history) if name in markers else F.col(name) for name in columns]
     staged = rows.select(
-        *[value.alias(name) for value, name in zip(resolved, columns, strict=True)],
+        *columns,
+        *[_marker(name).alias(TOAST_MARKER_PREFIX + name) for name in markers],
+        *[_earlier_image(name, history).alias(EARLIER_PREFIX + name) for name in markers],
         F.col(OP),
         F.lead(F.col(OP)).over(ordered).alias("_next_op"),
     )
-    return staged.where(F.col("_next_op").isNull() & (F.col(OP) != OP_DELETE)).select(*columns)
+    last = staged.where(F.col("_next_op").isNull() & (F.col(OP) != OP_DELETE))
+    return last.select(*[_resolve_toast(name).alias(name) if name in markers else F.col(name) for name in columns])
 
 
-def _resolve_toast(name: str, history: WindowSpec) -> Column:
-    """The column's value, taken from the latest earlier image when the row marks it unchanged.
+def _marker(name: str) -> Column:
+    return F.coalesce(F.col(TOAST_MARKER_PREFIX + name), F.lit(False))
 
-    The value is wrapped in a struct so a real null in an earlier image still counts as a value;
-    a marker with no earlier image fails the job rather than writing a silent null.
+
+def _earlier_image(name: str, history: WindowSpec) -> Column:
+    """The column's value in the key's latest unmarked row up to this one, wrapped in a struct (so a
+    real null still counts as a value) with whether that row is a delete."""
+    image = F.struct(F.col(name).alias("v"), (F.col(OP) == OP_DELETE).alias("deleted"))
+    return F.last(F.when(~_marker(name), image), ignorenulls=True).over(history)
+
+
+def _resolve_toast(name: str) -> Column:
+    """The column's value, taken from the earlier image when the row marks it unchanged.
+
+    A marker with no earlier image fails the job rather than writing a silent null. A delete of the
+    key is no image: after it, the marked row is another row moved onto the key (its value is that
+    row's, which the changelog does not name), so it fails too.
     """
-    marker = F.coalesce(F.col(TOAST_MARKER_PREFIX + name), F.lit(False))
-    earlier = F.last(F.when(~marker, F.struct(F.col(name).alias("v"))), ignorenulls=True).over(history)
+    earlier = F.col(EARLIER_PREFIX + name)
     unresolved = F.raise_error(
         F.lit(f"unchanged-TOAST value of column {name!r} has no earlier image of its key (previous cut or changelog)")
     )
-    return F.when(~marker, F.col(name)).when(earlier.isNull(), unresolved).otherwise(earlier["v"])
+    resolved = F.when(earlier.isNull() | earlier["deleted"], unresolved).otherwise(earlier["v"])
+    return F.when(~F.col(TOAST_MARKER_PREFIX + name), F.col(name)).otherwise(resolved)
