@@ -390,6 +390,9 @@ def _publish_rest(
     members = {name: CutMember(name, plan.table_name, built[name][1], committed[name].metadata_location)
                for name, plan in plans.items()}
     with ledger.begin() as connection:  # a concurrent reconciliation of the cut fails it: see publish_cut
+        if ledger.set_run_state(group.name, run_key, RunState.PINNED, connection, only_from=RunState.SUPERSEDED):
+            logger.warning("group=%s: run %s was superseded while its multi-table commit was in flight; the commit "
+                           "applied, so the run published its cut", group.name, run_key)
         return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
 
 

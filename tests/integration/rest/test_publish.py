@@ -19,7 +19,7 @@ from airflow_provider_streambed.exceptions import (
     PublishConflictError,
     UnpublishableRunError,
 )
-from airflow_provider_streambed.ledger import Ledger, cut_tag
+from airflow_provider_streambed.ledger import Ledger, RunState, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import cut as cut_module
 from airflow_provider_streambed.publish import publish_cut
@@ -127,6 +127,29 @@ def test_a_writer_racing_the_commit_fails_the_whole_cut(
     totals.manage_snapshots().set_current_snapshot(first.members["totals"].snapshot_id).commit()
     record = publish_cut(catalog, ledger, group, "run2", manifests)
     assert record.cut_id == 2 and {cut for cut, _ in current_cut(catalog).values()} == {"2"}
+
+
+def test_a_run_superseded_while_its_commit_is_in_flight_still_records_its_cut(
+    catalog: Catalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `streambed runs supersede` (or the next run) lands after the pinned check, before the commit
+    # applies: the catalog holds the cut, so the run published it
+    group = make_group()
+    publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
+    manifests = stage_run(catalog, ledger, 2)
+    real_post = rest_module._post_commit
+
+    def superseded_post(catalog: Catalog, changes: list[Any]) -> requests.Response:
+        if changes:
+            assert ledger.set_run_state("bank", "run2", RunState.SUPERSEDED)
+        return real_post(catalog, changes)
+
+    monkeypatch.setattr(rest_module, "_post_commit", superseded_post)
+    record = publish_cut(catalog, ledger, group, "run2", manifests)
+    assert record.cut_id == 2 and {cut for cut, _ in current_cut(catalog).values()} == {"2"}
+    assert ledger.cut_for_run("bank", "run2") == record
+    run = ledger.get_run("bank", "run2")
+    assert run is not None and run.state == RunState.PUBLISHED
 
 
 @pytest.mark.parametrize("applied", [True, False], ids=["after-the-commit-applied", "before-the-commit"])
