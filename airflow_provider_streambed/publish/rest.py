@@ -33,10 +33,12 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import CommitTableRequest, Namespace, Table, TableIdentifier, Transaction
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, TableRequirement
 from pyiceberg.table.update.snapshot import ManageSnapshots
+from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogUnavailableError,
+    LedgerError,
     PublishConflictError,
     PublishError,
 )
@@ -180,13 +182,25 @@ def reconcile(
             raise PublishError(f"group {group.name!r}: member {name!r} is marked with cut {mark.cut_id} of run "
                                f"{mark.run_key!r} but lacks its tag {tag!r}; it was changed outside streambed")
         members[name] = CutMember(name, ".".join(table.name()), ref.snapshot_id, table.metadata_location)
-    with ledger.begin() as connection:
-        if ledger.get_run(group.name, mark.run_key, connection) is not None:  # published, whatever it said
-            ledger.set_run_state(group.name, mark.run_key, RunState.PINNED, connection)
-        record = ledger.record_cut(connection, group.name, mark.run_key, mark.watermark, members)
-        ledger.mark_published(connection, group.name, mark.run_key, mark.watermark, record.cut_id)
+    return _record_reconciled(ledger, group.name, mark, members)
+
+
+def _record_reconciled(ledger: Ledger, group: str, mark: CutMark, members: dict[str, CutMember]) -> CutRecord:
+    """Record the cut the catalog holds, unless a concurrent publish or reconciliation did first."""
+    try:
+        with ledger.begin() as connection:
+            if (recorded := ledger.cut_for_run(group, mark.run_key, connection)) is not None:
+                return recorded
+            if ledger.get_run(group, mark.run_key, connection) is not None:  # published, whatever it said
+                ledger.set_run_state(group, mark.run_key, RunState.PINNED, connection)
+            record = ledger.record_cut(connection, group, mark.run_key, mark.watermark, members)
+            ledger.mark_published(connection, group, mark.run_key, mark.watermark, record.cut_id)
+    except (LedgerError, PublishConflictError, IntegrityError):  # recorded concurrently, between the check and here
+        if (recorded := ledger.cut_for_run(group, mark.run_key)) is not None:
+            return recorded
+        raise
     logger.warning("group=%s cut=%d W=%s: run %s committed this cut to the catalog without recording it; "
-                   "recorded it now", group.name, record.cut_id, record.watermark, mark.run_key)
+                   "recorded it now", group, record.cut_id, record.watermark, mark.run_key)
     return record
 
 

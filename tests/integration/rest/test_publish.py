@@ -219,6 +219,34 @@ def test_a_lost_ledger_write_is_recorded_from_the_catalog(
         (1, "run1"), (2, "run2"), (3, "run4"), (4, "run5"), (5, "run6")]
 
 
+def test_two_reconciliations_of_one_cut_both_return_it(
+    catalog: Catalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a run's capture reconciles while the lost ledger write's retry records the same cut
+    group = make_group()
+    publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
+    manifests = stage_run(catalog, ledger, 2)
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt  # the worker dies between the catalog commit and the ledger write
+
+    monkeypatch.setattr(cut_module, "record_cut", crash)
+    with pytest.raises(KeyboardInterrupt):
+        publish_cut(catalog, ledger, group, "run2", manifests)
+    monkeypatch.undo()
+    real_load = rest_module.load_members
+
+    def load_then_lose_the_race(*args: Any) -> dict[str, Any]:
+        tables = real_load(*args)
+        monkeypatch.setattr(rest_module, "load_members", real_load)
+        assert reconcile_before_run(catalog, ledger, group).run_key == "run2"  # the other process, first
+        return tables
+
+    monkeypatch.setattr(rest_module, "load_members", load_then_lose_the_race)
+    record = reconcile_before_run(catalog, ledger, group)
+    assert record is not None and (record.cut_id, record.run_key) == (2, "run2")
+    assert [(cut.cut_id, cut.run_key) for cut in ledger.list_cuts("bank")] == [(1, "run1"), (2, "run2")]
+
+
 def test_per_table_atomicity_commits_each_member_through_the_rest_catalog(catalog: Catalog, ledger: Ledger) -> None:
     group = make_group(atomicity="per_table")
     for number in (1, 2):
