@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Collection, Mapping
 
-import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -63,6 +62,7 @@ from airflow_provider_streambed.publish.draft import (
 )
 from airflow_provider_streambed.publish.rest import (
     TRANSACTIONS_ENDPOINT,
+    UNAVAILABLE,
     CutMark,
     carry_tag,
     commit_transactions,
@@ -226,7 +226,7 @@ def _publish(
 ) -> CutRecord:
     """Publish the drafted cut the way the catalog and the group's atomicity call for."""
     if atomic and isinstance(catalog, RestCatalog):
-        with reaching(catalog):
+        with reaching(catalog, "retry the run: it first looks in the catalog for a cut this publish committed"):
             return _publish_rest(catalog, ledger, draft, root, tables)
     if atomic:
         commit = group_commit_for(catalog)
@@ -382,7 +382,7 @@ def _publish_rest(
         return record
     try:
         committed = load_members(catalog, group.namespace, list(plans))
-    except requests.RequestException as error:
+    except UNAVAILABLE as error:
         raise CatalogUnavailableError(
             f"group {group.name!r}, run {run_key!r}: the cut was committed to the catalog, which then stopped "
             f"answering ({type(error).__name__}) before the cut was recorded; retry the run: it records the cut"

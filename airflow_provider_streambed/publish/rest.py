@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import DEFAULT_ENDPOINTS, VIEW_ENDPOINTS, Endpoint, RestCatalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import NoSuchTableError, ServerError, ServiceUnavailableError, TooManyRequestsError
 from pyiceberg.table import CommitTableRequest, Namespace, Table, TableIdentifier, Transaction
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, TableRequirement
 from pyiceberg.table.update.snapshot import ManageSnapshots
@@ -85,6 +85,10 @@ def supports_transactions(catalog: RestCatalog) -> bool:
                                   "an empty multi-table commit")
 
 
+#: What a REST catalog that is down or overloaded raises: no answer, or pyiceberg's 5xx and 429 errors.
+UNAVAILABLE = (requests.RequestException, ServerError, ServiceUnavailableError, TooManyRequestsError)
+
+
 def describe(catalog: Catalog) -> str:
     """The catalog's server for messages: its URI without credentials, query or fragment."""
     parts = urlsplit(str(catalog.properties.get("uri", "")))
@@ -93,13 +97,14 @@ def describe(catalog: Catalog) -> str:
 
 
 @contextmanager
-def reaching(catalog: Catalog) -> Iterator[None]:
-    """Turn a REST catalog that does not answer into :class:`CatalogUnavailableError` (retryable)."""
+def reaching(catalog: Catalog, outcome: str = "nothing was published, retry the run") -> Iterator[None]:
+    """Turn a REST catalog that does not answer, or answers that it cannot now (5xx, 429), into
+    :class:`CatalogUnavailableError` (retryable); ``outcome`` says what that left and what to do."""
     try:
         yield
-    except requests.RequestException as error:
-        raise CatalogUnavailableError(f"catalog {catalog.name!r}: {describe(catalog)} cannot be reached "
-                                      f"({type(error).__name__}); nothing was published, retry the run") from error
+    except UNAVAILABLE as error:
+        raise CatalogUnavailableError(f"catalog {catalog.name!r}: {describe(catalog)} cannot be reached or cannot "
+                                      f"answer now ({type(error).__name__}); {outcome}") from error
 
 
 def _post_commit(catalog: RestCatalog, changes: list[CommitTableRequest]) -> requests.Response:

@@ -9,17 +9,19 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import requests
 from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import ForbiddenError, ServerError, ServiceUnavailableError, TooManyRequestsError
 from pyiceberg.table import Transaction
 
 from airflow_provider_streambed.declarations import CutRetention
-from airflow_provider_streambed.exceptions import CatalogCapabilityError
+from airflow_provider_streambed.exceptions import CatalogCapabilityError, CatalogUnavailableError
 from airflow_provider_streambed.publish import check_capability
-from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, supports_transactions
+from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, reaching, supports_transactions
 from tests.integration.publish.helpers import make_group
 
 # pyiceberg cannot tell a listed set from its defaults for servers without a list: this one has a
@@ -105,3 +107,20 @@ def test_the_private_apis_the_rest_commit_uses(server: FakeServer) -> None:
     assert isinstance(catalog._supported_endpoints, set)
     assert catalog.url("transactions/commit", prefixed=True).endswith("/v1/wh/transactions/commit")
     assert {"_updates", "_requirements", "_table"} <= set(Transaction.__init__.__code__.co_names)
+
+
+@pytest.mark.parametrize("error", [ServerError("boom"), ServiceUnavailableError("busy"), TooManyRequestsError("slow"),
+                                   requests.ConnectionError("refused")], ids=lambda error: type(error).__name__)
+def test_a_catalog_down_or_overloaded_is_unavailable_and_retryable(error: Exception) -> None:
+    catalog = SimpleNamespace(name="lake", properties={"uri": "https://user:secret@rest.example:8181/api?token=t"})
+    message = (rf"catalog 'lake': the REST catalog at https://rest.example:8181/api cannot be reached or cannot "
+               rf"answer now \({type(error).__name__}\); retry it")
+    with pytest.raises(CatalogUnavailableError, match=message) as raised, reaching(catalog, "retry it"):  # type: ignore[arg-type]
+        raise error
+    assert "secret" not in str(raised.value) and "token" not in str(raised.value)
+
+
+def test_a_catalog_that_refuses_is_not_unavailable() -> None:
+    catalog = SimpleNamespace(name="lake", properties={"uri": "http://rest:8181"})
+    with pytest.raises(ForbiddenError), reaching(catalog):  # type: ignore[arg-type]
+        raise ForbiddenError("no")
