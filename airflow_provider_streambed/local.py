@@ -101,7 +101,8 @@ def refresh_once(
             the key of a failed run to retry it with its pinned W; the key of a published or
             unchanged run returns its result (after making sure the slot was advanced) and runs nothing.
         master: the Spark master.
-        spark_conf: extra Spark configuration.
+        spark_conf: extra Spark configuration (``spark.streambed.mirror.inProcessMerge``: ``false``
+            has Spark merge every mirror, see :mod:`~airflow_provider_streambed.refresh.mirror_local`).
         explicit_watermark: pin this W instead of the current WAL position.
         supersede_pending_runs: abandon another unpublished run of the group instead of failing.
         times: filled with the seconds each step took.
@@ -138,8 +139,11 @@ def refresh_once(
         ledger = ledger_of(catalog)
         ledger.create()
         try:
+            from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
+
+            in_process = in_process_enabled((spark_conf or {}).get(IN_PROCESS_MERGE_CONF, "true"))
             return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
-                        supersede_pending_runs, times, compact, CopyOptions(copy_parallelism), resync)
+                        supersede_pending_runs, times, compact, CopyOptions(copy_parallelism), resync, in_process)
         except Exception as error:
             settle_failure(ledger, group.name, run_key, error, will_retry=True)
             raise
@@ -148,14 +152,15 @@ def refresh_once(
 def _run(
     group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str,
     compute: Callable[[JobSpec, str], None], explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
-    compact: str, copy: CopyOptions, resync: bool,
+    compact: str, copy: CopyOptions, resync: bool, in_process: bool,
 ) -> RunResult:
-    """The three steps of :func:`refresh_once`."""
+    """The three steps of :func:`refresh_once` (``in_process``: mirrors may merge here, without Spark)."""
     from airflow_provider_streambed.capture.run import capture_run
     from airflow_provider_streambed.capture.slot import advance_slot
     from airflow_provider_streambed.publish.cut import check_before_run, publish_cut
     from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
     from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
+    from airflow_provider_streambed.refresh.job import stage_in_process
     from airflow_provider_streambed.refresh.plan import members_to_compute
 
     check_before_run(catalog, ledger, group)
@@ -180,6 +185,8 @@ def _run(
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, compact)
     spec_uri = write_job_spec(spec)
     stage_unchanged_copies(spec)
+    if in_process:
+        stage_in_process(spec)
     if members_to_compute(spec):  # else every member is carried over or staged: no Spark application
         compute(spec, spec_uri)
     manifests = collect_member_manifests(spec)

@@ -31,8 +31,10 @@ SPARK_CONNECT = "spark_connect"
 DOC_MD = """
 ### refresh_group
 Builds the job spec of this run from the ledger (the previous cut and this run's W). Members
-whose inputs did not change since the previous cut are carried over (logged with the reason);
-if no member needs work, no Spark application is started. Otherwise it submits
+whose inputs did not change since the previous cut are carried over (logged with the reason).
+Mirrors whose changes merge in-process (DuckDB, the common case: see the concepts page) are merged
+and staged in this task first; if no member is left to compute, no Spark application is started.
+Otherwise it submits
 **one Spark application** with the spark provider's `SparkSubmitHook` (connection
 `spark_conn_id`: local, standalone, YARN or Kubernetes), or, when that connection is of type
 `spark_connect`, runs the same job in this worker as a client of that Spark Connect server (no
@@ -185,6 +187,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
             write_job_spec,
         )
         from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
+        from airflow_provider_streambed.refresh.job import stage_in_process
+        from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
         from airflow_provider_streambed.refresh.plan import spark_submit_executable
         from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
 
@@ -204,6 +208,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
                     logger.info("group=%s W=%s cut=%d: member %s carried over (%s)", self.group.name, spec.watermark,
                                 spec.cut_number, name, spec.carried[name])
         stage_unchanged_copies(spec)  # this task's members only
+        if in_process_enabled(self.conf.get(IN_PROCESS_MERGE_CONF, "true")):
+            stage_in_process(spec, self.members)  # mirrors merged here need no Spark application
         for members in self.applications(spec):
             logger.info("group=%s run=%s W=%s cut=%d: computing %s on %s connection %r", self.group.name, run_key,
                         spec.watermark, spec.cut_number, ", ".join(members) or "all members", connection.conn_type,

@@ -27,7 +27,13 @@ from airflow_provider_streambed.refresh.members import (
     sql_member_frame,
 )
 from airflow_provider_streambed.refresh.mirror import MirrorInput, MirrorOutput, merge_mirror
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, LocalMirrorOutput, merge_in_process
+from airflow_provider_streambed.refresh.mirror_local import (
+    IN_PROCESS_MERGE_CONF,
+    LocalMirrorOutput,
+    in_process_enabled,
+    merge_in_process,
+)
+from airflow_provider_streambed.refresh.plan import members_to_compute
 from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
@@ -184,14 +190,7 @@ def _compute(
         if capture is None:
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
         source = mirror_input(spec, group, member, capture)
-        output = merge(spark, source)
-        adopted = source.previous.data if capture.bootstrap and output.incremental else ()
-        return stage_member_output(
-            output.rows, spec.staging_root, member.name, spec.watermark, capture.key_columns, definition,
-            incremental=output.incremental and not adopted, deletes=output.deletes,
-            reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
-            base_snapshot_id=spec.previous_snapshots.get(member.name),
-        )
+        return _stage_mirror(spec, source, merge(spark, source), definition)
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
     if isinstance(member, SqlMember):
         with sql_member_frame(spark, group, member, sources) as frame:
@@ -205,8 +204,50 @@ def _compute(
 def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
     """The mirror's merge: in this process when it can be (:mod:`.mirror_local`, unless the
     session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
-    local = str(spark.conf.get(IN_PROCESS_MERGE_CONF, "true")).lower() != "false"
+    local = in_process_enabled(spark.conf.get(IN_PROCESS_MERGE_CONF, "true"))
     return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
+
+
+def stage_in_process(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
+    """Merge and stage here, before any Spark application, each mirror of the spec (or of
+    ``members``) still to compute that the in-process merge takes; returns their names.
+
+    A run whose work is all such mirrors then submits no Spark application, and the one it
+    submits skips them (their output is staged for W). A mirror the in-process merge does not
+    take, or that fails here (logged), is left to the application, which reports its error.
+    """
+    group = RefreshGroup.from_dict(spec.group)
+    check_spec(spec, group)
+    captures = _captures(spec, group)
+    staged = []
+    for name in members_to_compute(spec, members):
+        member = group.member(name)
+        capture = captures.get(member.name.lower())
+        if not isinstance(member, Mirror) or capture is None:
+            continue
+        try:
+            source = mirror_input(spec, group, member, capture)
+            if (output := merge_in_process(source)) is not None:
+                _stage_mirror(spec, source, output, definition_digest(member))
+                staged.append(member.name)
+        except Exception:  # whatever it is, the Spark application computes the member again and reports
+            logger.warning("group=%s member=%s W=%s: the in-process merge failed; Spark merges it", group.name,
+                           member.name, spec.watermark, exc_info=True)
+    return tuple(staged)
+
+
+def _stage_mirror(
+    spec: JobSpec, source: MirrorInput, output: MirrorOutput | LocalMirrorOutput, definition: str
+) -> MemberManifest:
+    """Stage a mirror's merge output: a bootstrap copy merged on read is adopted as its first files."""
+    capture = source.capture
+    adopted = source.previous.data if capture.bootstrap and output.incremental else ()
+    return stage_member_output(
+        output.rows, spec.staging_root, source.member.name, spec.watermark, capture.key_columns, definition,
+        incremental=output.incremental and not adopted, deletes=output.deletes,
+        reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
+        base_snapshot_id=spec.previous_snapshots.get(source.member.name),
+    )
 
 
 def mirror_input(spec: JobSpec, group: RefreshGroup, member: Mirror, capture: TableCapture) -> MirrorInput:

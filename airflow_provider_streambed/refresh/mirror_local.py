@@ -66,6 +66,11 @@ _ROW = "__streambed_row"  # a change's position in the changelog table
 _FILE, _POS = "__streambed_file", "file_row_number"  # a previous row's file and position (DuckDB's)
 
 
+def in_process_enabled(setting: object) -> bool:
+    """Whether the value of :data:`IN_PROCESS_MERGE_CONF` (``true`` when unset) lets mirrors merge in-process."""
+    return str(setting).strip().lower() != "false"
+
+
 @dataclass(frozen=True, slots=True)
 class LocalMirrorOutput:
     """An in-process merge's result, always incremental (see :class:`.mirror.MirrorOutput`).

@@ -34,6 +34,7 @@ from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.bank import check_cut
 
@@ -273,6 +274,12 @@ def test_a_copy_without_changes_is_published_as_it_is_without_spark(
         assert rows.column("v").to_pylist() == list(range(2, 2001, 2))
         conn.execute("UPDATE quiet_copy SET v = -1 WHERE id = 1")
         second = refresh_once(group, source_dsn=pg_dsn, catalog_properties=properties, spark_conf=events.conf())
-    assert events.applications() == 1
-    rows = CutReader(properties, group).get(second.cut.cut_id).to_arrow("quiet_copy").sort_by("id")
-    assert rows.column("v").to_pylist()[:2] == [-1, 4]
+        assert events.applications() == 0, "a change merged in-process started Spark"
+        rows = CutReader(properties, group).get(second.cut.cut_id).to_arrow("quiet_copy").sort_by("id")
+        assert rows.column("v").to_pylist()[:2] == [-1, 4]
+        conn.execute("UPDATE quiet_copy SET v = -2 WHERE id = 2")
+        third = refresh_once(group, source_dsn=pg_dsn, catalog_properties=properties,
+                             spark_conf={**events.conf(), IN_PROCESS_MERGE_CONF: "false"})
+    assert events.applications() == 1  # the same change merged by Spark when asked
+    rows = CutReader(properties, group).get(third.cut.cut_id).to_arrow("quiet_copy").sort_by("id")
+    assert rows.column("v").to_pylist()[:3] == [-1, -2, 6]

@@ -92,3 +92,14 @@ def test_unchanged_members_are_carried_and_no_change_starts_no_spark(
     fifth = refresh_once(shrunk, **options)
     assert sorted(fifth.cut.members) == ["accounts", "balances"] and applications() == 3
     assert CutReader(properties, shrunk).latest().verify() == []
+
+    # mirrors alone with changes merge in-process: no Spark application either
+    mirrors = RefreshGroup(**{**shrunk.to_dict(), "members": [m for m in shrunk.members if m.name == "accounts"]})
+    write("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+    sixth = refresh_once(mirrors, **options)
+    assert applications() == 3, "a mirror merged in-process started Spark"
+    assert sixth.cut.members["accounts"].snapshot_id != fifth.cut.members["accounts"].snapshot_id
+    accounts = CutReader(properties, mirrors).latest().to_arrow("accounts")
+    with psycopg.connect(pg_dsn) as conn:
+        assert accounts.sort_by("id").column("balance").to_pylist() == [
+            row[0] for row in conn.execute("SELECT balance FROM accounts ORDER BY id")]
