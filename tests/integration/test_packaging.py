@@ -1,5 +1,6 @@
 """``pip install airflow-provider-streambed`` without extras: no full pyspark, no spark-submit, and
-a refresh through a Spark Connect server works from that fresh venv."""
+a refresh through a Spark Connect server works from that fresh venv, as does one whose mirrors
+merge in-process (no Spark at all)."""
 
 from __future__ import annotations
 
@@ -30,14 +31,21 @@ SCRIPT = textwrap.dedent("""
     print("FIRST:", first.cut.cut_id)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO items VALUES (6)")
-    try:  # changes need Spark
-        refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r1")
+    by_spark = {"spark.streambed.mirror.inProcessMerge": "false"}
+    try:  # changes merged by Spark need spark-submit, or a Spark Connect server
+        refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r1", spark_conf=by_spark)
     except RefreshError as error:
         print("SUBMIT:", error)
-    result = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r1", spark_remote=remote)
+    result = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r1", spark_remote=remote,
+                          spark_conf=by_spark)
     cut = CutReader(properties, group).get(result.cut.cut_id)
     rows = sorted(row["id"] for row in cut.to_arrow("items").to_pylist())
     print("CUT:", result.cut.cut_id, rows)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE items SET id = 7 WHERE id = 6")
+    result = refresh_once(group, source_dsn=dsn, catalog_properties=properties, run_key="r2")  # merged in-process
+    cut = CutReader(properties, group).get(result.cut.cut_id)
+    print("IN-PROCESS:", result.cut.cut_id, sorted(row["id"] for row in cut.to_arrow("items").to_pylist()))
 """)
 
 
@@ -69,3 +77,4 @@ def test_a_plain_install_refreshes_through_spark_connect(pg_dsn: str, sqlite_cat
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "SUBMIT: spark-submit is not installed here: install airflow-provider-streambed[spark-submit]" in ran.stdout
     assert "FIRST: 1" in ran.stdout and "CUT: 2 [1, 2, 3, 4, 5, 6]" in ran.stdout
+    assert "IN-PROCESS: 3 [1, 2, 3, 4, 5, 7]" in ran.stdout  # a plain install merges mirrors without Spark

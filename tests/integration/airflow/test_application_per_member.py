@@ -13,6 +13,7 @@ from airflow.sdk import DAG
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember, StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, load_bank, move_money
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.conftest import spark_kwargs, sync_dags
 
@@ -42,7 +43,16 @@ def test_one_application_per_member(bank_connections: dict[str, str], pg_dsn: st
     with psycopg.connect(pg_dsn) as conn:
         transfers += [move_money(conn, random.Random(10)) for _ in range(5)]
     assert dag.test(logical_date=START + dt.timedelta(hours=1)).state == "success"
-    assert events.applications() == 4  # one application per member
+    assert events.applications() == 2  # the mirrors merged in the refresh task: only the SQL member runs
+
+    options["spark_conf"] |= {IN_PROCESS_MERGE_CONF: "false"}  # Spark merges the mirrors too
+    with DAG("apps_e2e_spark", schedule=None, start_date=START) as spark_dag:
+        StreambedRefreshGroup(group, **options)
+    sync_dags(spark_dag)
+    with psycopg.connect(pg_dsn) as conn:
+        transfers += [move_money(conn, random.Random(11)) for _ in range(5)]
+    assert spark_dag.test(logical_date=START + dt.timedelta(hours=2)).state == "success"
+    assert events.applications() == 5  # one application per member
     cut = CutReader(bank_connections, group).latest()
     assert cut.to_arrow("money").to_pylist() == [{"total": ACCOUNTS * INITIAL_BALANCE}]
     assert sorted(cut.to_arrow("transfers")["id"].to_pylist()) == sorted(transfers)
