@@ -9,7 +9,8 @@ float8, timestamptz, date) is read in one run by:
 - a whole bootstrap run (capture, refresh, publish) through a warm Spark Connect server (it
   bootstrapped a small table first) and through spark-submit (goal >= 50 %), on a quiet source
   (the copy is published as it is, no Spark application) and under a writer updating random
-  rows during the run (Spark merges the changes over the adopted copy).
+  rows during the run (the changes are merged over the adopted copy: in-process, unless
+  ``spark.streambed.mirror.inProcessMerge`` is off).
 
 Each capture and run happens in a child process, which also reports its peak RSS (``ru_maxrss``)
 and its RSS before the copy. Run: ``.venv/bin/python -m benchmarks.bench_bootstrap [--rows N]``.
