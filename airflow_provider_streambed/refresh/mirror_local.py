@@ -16,9 +16,11 @@ logs why) and Spark merges:
 - the mirror's first cut, a compaction (``rewrite``), or a truncate among the changes: the
   mirror is written whole;
 - columns added, dropped or retyped, or the key changed: Spark's merge evolves or refuses them
-  (:mod:`.schema`);
+  (:mod:`.schema`); column names that differ only in case (DuckDB's names do not);
 - unchanged-TOAST values, which need the previous rows' values of those columns;
-- changelog segments of different schemas, or a file DuckDB cannot read locally.
+- more than :data:`MAX_CHANGES` changes (the changelog is read whole into memory);
+- changelog segments of different schemas, files not on a local file system, or any failure of
+  the in-process merge (logged as a warning).
 
 The Spark job turns it off with ``spark.streambed.mirror.inProcessMerge=false`` (every mirror is
 then merged by Spark).
@@ -35,7 +37,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyarrow import fs
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.refresh.mirror import MirrorInput
@@ -55,6 +56,9 @@ logger = logging.getLogger(__name__)
 
 #: The Spark setting that turns the in-process merge off (``false``); on by default.
 IN_PROCESS_MERGE_CONF = "spark.streambed.mirror.inProcessMerge"
+#: Changelogs of more changes than this are merged by Spark: the in-process merge reads the run's
+#: changelog of the table whole (all columns) into memory.
+MAX_CHANGES = 1_000_000
 #: Position-delete rows as Iceberg names them, with their reserved field ids.
 DELETE_SCHEMA = pa.schema([
     pa.field(DELETE_FILE_PATH, pa.string(), nullable=False,
@@ -92,27 +96,38 @@ def merge_in_process(source: MirrorInput) -> LocalMirrorOutput | None:
     """The mirror's changes to its previous snapshot, merged here; ``None`` when Spark must merge
     (see the module's documentation; the reason is logged)."""
     where = f"group={source.group} member={source.member.name}"
-    paths, why = _local_paths(source)
-    changes: pa.Table | None = None
-    if paths is not None:
-        shape = pq.read_schema(paths[0][0]).remove_metadata()  # a snapshot's files share one schema
-        changes, why = _changes(source, shape)
-    if paths is None or changes is None:
-        logger.info("%s: merged by Spark: %s", where, why)
-        return None
-    key = [] if source.member.append_only else list(source.capture.key_columns)
     try:
-        if not key:
-            inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
-            return LocalMirrorOutput(inserted, None, "append-only")
-        images, positions = _locate(changes, key, *paths)
-        rows = changes.take(images).select(shape.names).cast(shape)
-    except (duckdb.Error, pa.ArrowException, ValueError) as error:  # a type or a value the files' shape refuses
+        merged, why = _merge(source)
+    except (duckdb.Error, pa.ArrowException, ValueError, OSError) as error:  # Spark merges it, or says what is wrong
         logger.warning("%s: merged by Spark: the in-process merge failed: %s: %s", where, type(error).__name__,
                        str(error).splitlines()[0])
         return None
-    logger.info("%s: merged in-process: %d new images, %d rows deleted", where, len(rows), len(positions))
-    return LocalMirrorOutput(rows, _deletes(source, positions), "merge-on-read")
+    if merged is None:
+        logger.info("%s: merged by Spark: %s", where, why)
+    else:
+        logger.info("%s: merged in-process: %d new images, %d rows deleted", where, len(merged.rows),
+                    0 if merged.deletes is None else len(merged.deletes))
+    return merged
+
+
+def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
+    """The merge, or why it is Spark's."""
+    paths, why = _local_paths(source)
+    if paths is None:
+        return None, why
+    if source.capture.changes > MAX_CHANGES:  # the changelog is read whole, into this process's memory
+        return None, f"{source.capture.changes} changes (more than {MAX_CHANGES})"
+    shape = pq.read_schema(paths[0][0]).remove_metadata()  # a snapshot's files share one schema
+    changes, why = _changes(source, shape)
+    if changes is None:
+        return None, why
+    key = [] if source.member.append_only else list(source.capture.key_columns)
+    if not key:
+        inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
+        return LocalMirrorOutput(inserted, None, "append-only"), ""
+    images, positions = _locate(changes, key, *paths)
+    rows = changes.take(images).select(shape.names).cast(shape)
+    return LocalMirrorOutput(rows, _deletes(source, positions), "merge-on-read"), ""
 
 
 def _locate(
@@ -145,10 +160,9 @@ def _local_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str,
     data, deletes = source.previous.readable()
     paths = []
     for uri in (*data, *deletes):
-        filesystem, path = storage.filesystem(uri)
-        if not isinstance(filesystem, fs.LocalFileSystem):
-            return None, f"previous files are not on a local file system ({uri.split('://', 1)[0]}://)"
-        paths.append(path)
+        if (scheme := storage.scheme_of(uri)) not in storage.LOCAL_SCHEMES:
+            return None, f"previous files are not on a local file system ({scheme}://)"
+        paths.append(storage.filesystem(uri)[1])
     return (tuple(paths[: len(data)]), tuple(paths[len(data):])), ""
 
 
@@ -167,8 +181,9 @@ def _changes(source: MirrorInput, previous: pa.Schema) -> tuple[pa.Table | None,
         changes = changes.filter(pc.greater_equal(changes[COMMIT_LSN], source.previous_watermark.value))
     if pc.any(pc.equal(changes[OP], OP_TRUNCATE)).as_py():
         return None, "truncated"
-    for name in changes.column_names:
-        if name.startswith(TOAST_MARKER_PREFIX) and pc.any(changes[name].cast(pa.bool_())).as_py():
+    for name in source.capture.columns:
+        marker = TOAST_MARKER_PREFIX + name
+        if marker in changes.column_names and pc.any(changes[marker].cast(pa.bool_())).as_py():
             return None, "unchanged-TOAST values"
     return changes, ""
 
@@ -178,6 +193,8 @@ def _schema_change(source: MirrorInput, previous: pa.Schema, changelog: pa.Schem
     columns = set(source.capture.columns)
     if set(previous.names) != columns or not {COMMIT_LSN, SEQ, OP, *columns} <= set(changelog.names):
         return "the columns changed"
+    if len({name.lower() for name in columns}) < len(columns):
+        return "column names differ only in case"  # DuckDB's names are case-insensitive
     if source.previous_key_columns and tuple(source.previous_key_columns) != tuple(source.capture.key_columns):
         return "the key changed"
     for field in previous:
@@ -224,11 +241,11 @@ def _positions_query(key: list[str], deletes: bool, null_safe: bool) -> str:
     if deletes:
         live = f"""
             ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
-                       FROM read_parquet($2)) AS deleted
+                       FROM read_parquet($2, hive_partitioning = false)) AS deleted
             ON parse_filename(previous.{_FILE}) = deleted.name AND previous.{_POS} = deleted.pos"""
     return f"""
         SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos
-        FROM read_parquet($1, filename = '{_FILE}', file_row_number = true) AS previous
+        FROM read_parquet($1, filename = '{_FILE}', file_row_number = true, hive_partitioning = false) AS previous
         SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{live}"""
 
 

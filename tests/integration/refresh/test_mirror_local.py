@@ -132,3 +132,53 @@ def test_a_value_the_previous_files_refuse_leaves_the_merge_to_spark(
     with caplog.at_level(logging.INFO, logger=mirror_local.__name__):
         assert merge_in_process(source) is None
     assert "merged by Spark: the in-process merge failed: ValueError: Casting field 'note'" in caplog.text
+
+
+def merge_one_update(tmp_path: Path, previous: pa.Table, key: tuple[str, ...], changed: dict[str, object],
+                     directory: str = "previous") -> mirror_local.LocalMirrorOutput | None:
+    """``merge_in_process`` of one update of the previous file's first row."""
+    path = tmp_path / directory / "part-0.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(previous, path)
+    model = TableModel("t", previous.schema, key)
+    first = previous.slice(0, 1).to_pylist()[0]
+    model.rows[model.key_of(first)] = first
+    model.update(model.key_of(first), changed)
+    model.commit()
+    capture = model.flush(tmp_path / "changes", "t")
+    return merge_in_process(MirrorInput("g", Mirror("public.t"), capture, SnapshotFiles((path.as_uri(),)), key, Lsn(1)))
+
+
+def test_a_key_column_named_like_a_directory_partition_is_read_from_the_file(tmp_path: Path) -> None:
+    # a warehouse under .../tenant=acme/...: DuckDB must not take `tenant` from the path
+    previous = pa.table({"tenant": ["t1", "t2"], "id": [1, 2], "v": ["a", "b"]})
+    merged = merge_one_update(tmp_path, previous, ("tenant", "id"), {"v": "new"}, directory="tenant=acme/data")
+    assert merged is not None and merged.deletes is not None
+    assert merged.deletes.column("pos").to_pylist() == [0] and merged.rows.to_pylist() == [
+        {"tenant": "t1", "id": 1, "v": "new"}]
+
+
+def test_a_source_column_named_like_a_toast_marker_is_a_column(tmp_path: Path) -> None:
+    previous = pa.table({"id": [1, 2], "_toast_note": ["hello", "world"]})
+    merged = merge_one_update(tmp_path, previous, ("id",), {"_toast_note": "bye"})
+    assert merged is not None and merged.rows.to_pylist() == [{"id": 1, "_toast_note": "bye"}]
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [("object store", "previous files are not on a local file system (s3://)"),
+     ("case", "column names differ only in case"),
+     ("size", "1 changes (more than 0)")],
+)
+def test_what_the_in_process_merge_leaves_to_spark(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, case: str, reason: str
+) -> None:
+    previous = pa.table({"ID": [10, 20], "id": [1, 2]} if case == "case" else {"id": [1, 2], "v": ["a", "b"]})
+    changed: dict[str, object] = {"ID": 11} if case == "case" else {"v": "new"}
+    if case == "size":
+        monkeypatch.setattr(mirror_local, "MAX_CHANGES", 0)
+    if case == "object store":  # a region look-up or an unknown scheme would fail the member, not hand it to Spark
+        monkeypatch.setattr(SnapshotFiles, "readable", lambda files: (("s3://warehouse/t/data/part-0.parquet",), ()))
+    with caplog.at_level(logging.INFO, logger=mirror_local.__name__):
+        assert merge_one_update(tmp_path, previous, ("id",), changed) is None
+    assert f"merged by Spark: {reason}" in caplog.text
