@@ -43,6 +43,8 @@ SELECT c.oid::int8, c.relreplident::text,
        (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
           FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
          WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key,
+       (SELECT bool_or(NOT i.indimmediate) FROM pg_index i
+         WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key_deferrable,
        (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
           FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
          WHERE i.indrelid = c.oid AND i.indisreplident) AS identity_index,
@@ -124,15 +126,15 @@ def describe_table(
 
     Raises:
         SourceError: the table is missing, the role may not read it (or some of its columns), or
-            it has no primary key nor usable replica identity
-            while the mirror is not append-only; UnsupportedTypeError for a column whose type
+            it has no primary key nor usable replica identity, or its key is a DEFERRABLE primary
+            key, while the mirror is not append-only; UnsupportedTypeError for a column whose type
             the type mapping does not carry.
     """
     row = conn.execute(_TABLE_QUERY, (mirror.schema, mirror.table)).fetchone()
     where = f"group {group.name!r}, member {mirror.name!r}"
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
-    oid, identity, names, types, modifiers, primary_key, identity_index, unreadable, role = row
+    oid, identity, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, role = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -148,6 +150,14 @@ def describe_table(
         key = tuple(primary_key) if primary_key else columns
     else:
         key = ()
+    if deferrable and primary_key and key == tuple(primary_key) and not mirror.append_only:
+        raise SourceError(
+            f"{where}: source table {mirror.qualified_table!r} has a DEFERRABLE primary key: one statement may "
+            "move keys through each other (UPDATE ... SET id = id + 1), which the mirror cannot follow and would "
+            f"lose rows; re-create it not deferrable (ALTER TABLE {mirror.qualified_table} DROP CONSTRAINT ..., ADD "
+            f"PRIMARY KEY ({', '.join(primary_key)})), set REPLICA IDENTITY USING INDEX on a unique index that is "
+            "not deferrable, or declare the mirror append_only=True"
+        )
     if not key and not mirror.append_only:
         raise SourceError(
             f"{where}: source table {mirror.qualified_table!r} has neither a primary key nor a usable "

@@ -43,6 +43,23 @@ def test_table_without_key_needs_append_only(source: Conn) -> None:
     assert ensure_source(source, make_group("keyed"))["keyed"].key_columns == ("b", "a")
 
 
+def test_a_deferrable_primary_key_needs_another_key_or_append_only(source: Conn) -> None:
+    # UPDATE t SET id = id + 1 under a deferrable key logs each row's delete and new image in turn:
+    # a key holds two rows for a moment, and a merge by key would lose rows
+    source.execute("CREATE TABLE shifted (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text NOT NULL)")
+    with pytest.raises(SourceError, match=r"'public.shifted' has a DEFERRABLE primary key: .*re-create it not "
+                                          r"deferrable \(ALTER TABLE public.shifted DROP CONSTRAINT ..., ADD PRIMARY "
+                                          r"KEY \(id\)\).*REPLICA IDENTITY USING INDEX.*append_only=True"):
+        ensure_source(source, make_group("shifted"))
+    assert ensure_source(source, make_group("shifted", append_only=("shifted",)))["shifted"].key_columns == ("id",)
+    source.execute("CREATE UNIQUE INDEX shifted_v ON shifted (v)")
+    source.execute("ALTER TABLE shifted REPLICA IDENTITY USING INDEX shifted_v")  # immediate: one row per key
+    assert ensure_source(source, make_group("shifted"))["shifted"].key_columns == ("v",)
+    source.execute("ALTER TABLE shifted DROP CONSTRAINT shifted_pkey, ADD PRIMARY KEY (id)")
+    source.execute("ALTER TABLE shifted REPLICA IDENTITY DEFAULT")
+    assert ensure_source(source, make_group("shifted"))["shifted"].key_columns == ("id",)
+
+
 def test_role_without_replication(source: Conn, pg_dsn: str) -> None:
     source.execute("CREATE TABLE t (id int PRIMARY KEY)")
     source.execute("DO $$ BEGIN CREATE ROLE plain LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
