@@ -191,16 +191,15 @@ def reconcile(
 
 
 def _record_reconciled(ledger: Ledger, group: str, mark: CutMark, members: dict[str, CutMember]) -> CutRecord:
-    """Record the cut the catalog holds, unless a concurrent publish or reconciliation did first."""
+    """Record the cut the catalog holds, unless a concurrent publish or reconciliation did first
+    (then recording it fails, and the cut it recorded is returned)."""
     try:
         with ledger.begin() as connection:
-            if (recorded := ledger.cut_for_run(group, mark.run_key, connection)) is not None:
-                return recorded
             if ledger.get_run(group, mark.run_key, connection) is not None:  # published, whatever it said
                 ledger.set_run_state(group, mark.run_key, RunState.PINNED, connection)
             record = ledger.record_cut(connection, group, mark.run_key, mark.watermark, members)
             ledger.mark_published(connection, group, mark.run_key, mark.watermark, record.cut_id)
-    except (LedgerError, PublishConflictError, IntegrityError):  # recorded concurrently, between the check and here
+    except (LedgerError, PublishConflictError, IntegrityError):  # recorded concurrently
         if (recorded := ledger.cut_for_run(group, mark.run_key)) is not None:
             return recorded
         raise

@@ -63,6 +63,7 @@ from airflow_provider_streambed.ledger import CutMember
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
+from airflow_provider_streambed.staging.members import parquet_type
 from airflow_provider_streambed.staging.paths import run_dir_name
 
 logger = logging.getLogger(__name__)
@@ -416,7 +417,7 @@ def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
     type compares as is (a mismatch only costs the schema update's dry run)."""
 
     def shape(of: pa.Schema) -> list[tuple[str, pa.DataType, bool]]:
-        return [(field.name, _plain(field.type), field.nullable) for field in of]
+        return [(field.name, parquet_type(field.type), field.nullable) for field in of]
 
     return shape(schema.as_arrow()) == shape(arrow_schema)
 
@@ -439,7 +440,7 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
         current = transaction.table_metadata.schema().as_arrow()
         changed = [
             f"{field.name} {current.field(field.name).type} -> {field.type}" for field in arrow_schema
-            if field.name in current.names and _plain(current.field(field.name).type) != _plain(field.type)
+            if field.name in current.names and parquet_type(current.field(field.name).type) != parquet_type(field.type)
         ]
         identifier = transaction._table.name()
         raise OutputSchemaError(
@@ -447,11 +448,6 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
             f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "
             "longer decimal); fix the member, or drop its table to start it anew", identifier[-1],
         ) from error
-
-
-def _plain(arrow_type: pa.DataType) -> pa.DataType:
-    """``arrow_type`` with large strings and binaries as plain ones (Iceberg does not tell them apart)."""
-    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
 
 
 def apply_updates(

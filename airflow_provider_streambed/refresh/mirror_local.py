@@ -50,6 +50,7 @@ from airflow_provider_streambed.staging import (
     SEQ,
     TOAST_MARKER_PREFIX,
 )
+from airflow_provider_streambed.staging.members import parquet_type
 from airflow_provider_streambed.staging.records import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS
 
 logger = logging.getLogger(__name__)
@@ -198,13 +199,9 @@ def _schema_change(source: MirrorInput, previous: pa.Schema, changelog: pa.Schem
     if source.previous_key_columns and tuple(source.previous_key_columns) != tuple(source.capture.key_columns):
         return "the key changed"
     for field in previous:
-        if _plain(changelog.field(field.name).type) != _plain(field.type):
+        if parquet_type(changelog.field(field.name).type) != parquet_type(field.type):
             return f"column {field.name!r} changed type"
     return ""
-
-
-def _plain(arrow_type: pa.DataType) -> pa.DataType:
-    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
 
 
 def _has_null_key(changes: pa.Table, key: list[str]) -> bool:

@@ -42,6 +42,12 @@ DELETES_DIR = "deletes"
 ERROR_MARKER = "STREAMBED-ERROR: "
 
 
+def parquet_type(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` as a Parquet file gives it back: large strings and binaries as plain ones
+    (pyiceberg and some writers give the large ones; Parquet and Iceberg do not tell them apart)."""
+    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
+
+
 def read_member_manifest(root: str, member: str) -> MemberManifest | None:
     """The member's staged manifest under ``root``, or ``None``."""
     data = read_json(member_manifest_uri(root, member))
