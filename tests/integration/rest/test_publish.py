@@ -14,6 +14,7 @@ import requests
 from pyiceberg.catalog import Catalog, load_catalog
 
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, staging_of
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogUnavailableError,
     PublishConflictError,
@@ -185,20 +186,25 @@ def test_the_catalog_killed_mid_publish_then_the_retry_publishes_once(
     assert publish_cut(catalog, ledger, group, "run3", stage_run(catalog, ledger, 3)).cut_id == 3
 
 
+def commit_without_recording(catalog: Catalog, ledger: Ledger, group: RefreshGroup, number: int,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publish run ``run<number>`` (staged now), the worker dying between the catalog's commit and the ledger write."""
+    manifests = stage_run(catalog, ledger, number)
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(cut_module, "record_cut", crash)
+        publish_cut(catalog, ledger, group, f"run{number}", manifests)
+
+
 def test_a_lost_ledger_write_is_recorded_from_the_catalog(
     catalog: Catalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     group = make_group()
     publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
-    manifests = stage_run(catalog, ledger, 2)
-
-    def crash(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt  # the worker dies between the catalog commit and the ledger write
-
-    monkeypatch.setattr(cut_module, "record_cut", crash)
-    with pytest.raises(KeyboardInterrupt):
-        publish_cut(catalog, ledger, group, "run2", manifests)
-    monkeypatch.undo()
+    commit_without_recording(catalog, ledger, group, 2, monkeypatch)
     assert ledger.cut_for_run("bank", "run2") is None
     assert {cut for cut, _ in current_cut(catalog).values()} == {"2"}  # readers of the tables see cut 2 whole
     stale = stage_run(catalog, ledger, 3)  # a run planned on cut 1, as if its capture had not looked
@@ -208,11 +214,7 @@ def test_a_lost_ledger_write_is_recorded_from_the_catalog(
     assert ledger.get_run("bank", "run2").state.value == "published"
 
     publish_cut(catalog, ledger, group, "run4", stage_run(catalog, ledger, 4))
-    manifests = stage_run(catalog, ledger, 5)
-    monkeypatch.setattr(cut_module, "record_cut", crash)
-    with pytest.raises(KeyboardInterrupt):
-        publish_cut(catalog, ledger, group, "run5", manifests)
-    monkeypatch.undo()
+    commit_without_recording(catalog, ledger, group, 5, monkeypatch)
     assert reconcile_before_run(catalog, ledger, group).run_key == "run5"  # what a run's capture does first
     assert publish_cut(catalog, ledger, group, "run6", stage_run(catalog, ledger, 6)).cut_id == 5
     assert [(cut.cut_id, cut.run_key) for cut in ledger.list_cuts("bank")] == [
@@ -225,14 +227,7 @@ def test_two_reconciliations_of_one_cut_both_return_it(
     # a run's capture reconciles while the lost ledger write's retry records the same cut
     group = make_group()
     publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
-    manifests = stage_run(catalog, ledger, 2)
-    def crash(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt  # the worker dies between the catalog commit and the ledger write
-
-    monkeypatch.setattr(cut_module, "record_cut", crash)
-    with pytest.raises(KeyboardInterrupt):
-        publish_cut(catalog, ledger, group, "run2", manifests)
-    monkeypatch.undo()
+    commit_without_recording(catalog, ledger, group, 2, monkeypatch)
     real_load = rest_module.load_members
 
     def load_then_lose_the_race(*args: Any) -> dict[str, Any]:
