@@ -15,7 +15,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CatalogCapabilityError
-from airflow_provider_streambed.operators.base import open_catalog
+from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class ExpireCutsOperator(BaseOperator):
         """Apply the retention; returns the report's summary (cuts expired, files deleted and pending)."""
         from airflow_provider_streambed.retention.maintenance import apply_retention
 
-        catalog, ledger = open_catalog(self.catalog_conn_id)
+        catalog, ledger = StreambedCatalogHook(self.catalog_conn_id).get_catalog_and_ledger()
         if not isinstance(catalog, SqlCatalog):
             raise CatalogCapabilityError(f"group {self.group.name!r}: cut expiry needs a SQL catalog")
         summary = apply_retention(catalog, ledger, self.group, dry_run=self.report_only).summary()

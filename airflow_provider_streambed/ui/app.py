@@ -15,8 +15,8 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 from pyiceberg.catalog import Catalog
 
+from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
 from airflow_provider_streambed.ledger import CutRecord, Ledger
-from airflow_provider_streambed.operators.base import open_catalog
 from airflow_provider_streambed.read import snapshot_rows
 from airflow_provider_streambed.ui.page import CutRow, GroupSummary, render_group, render_index
 
@@ -52,7 +52,7 @@ def index() -> str:
     groups, problems = [], []
     for conn_id in catalog_conn_ids():
         try:
-            _, ledger = open_catalog(conn_id, create=False)
+            _, ledger = StreambedCatalogHook(conn_id).get_catalog_and_ledger(create=False)
             for name in ledger.groups():
                 last = ledger.last_cut(name)
                 groups.append(GroupSummary(name, conn_id, last.cut_id if last else None,
@@ -69,7 +69,7 @@ def group_page(conn_id: str, group: str, cut: int | None = None) -> str:
     its freshness plot; ``cut`` is highlighted."""
     if conn_id not in catalog_conn_ids():
         raise HTTPException(status_code=404, detail=f"catalog connection {conn_id!r} is not shown here")
-    catalog, ledger = open_catalog(conn_id, create=False)
+    catalog, ledger = StreambedCatalogHook(conn_id).get_catalog_and_ledger(create=False)
     records = ledger.list_cuts(group)[-MAX_CUTS:]
     if not records:
         raise HTTPException(status_code=404, detail=f"group {group!r} has no cut in {conn_id!r}")
