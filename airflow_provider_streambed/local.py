@@ -11,27 +11,22 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import psycopg
-from pyiceberg.catalog import Catalog
 
+from airflow_provider_streambed import steps
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
-from airflow_provider_streambed.catalog import (
-    LEDGER_URI_PROPERTY,
-    STAGING_URI_PROPERTY,
-    ledger_of,
-    open_catalog,
-    staging_of,
-)
+from airflow_provider_streambed.capture.run import CaptureSettings
+from airflow_provider_streambed.catalog import LEDGER_URI_PROPERTY, STAGING_URI_PROPERTY, ledger_of, open_catalog
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.dependencies import describe_catalog, describe_source, naming_dependencies
-from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
-from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
+from airflow_provider_streambed.ledger import CutRecord, RunState
 from airflow_provider_streambed.ledger.runs import UnchangedRun, unchanged_message
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import run_local_spark_submit
+from airflow_provider_streambed.refresh.connect import run_on_connect
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.staging import JobSpec
 
@@ -122,15 +117,6 @@ def refresh_once(
     """
     times = times if times is not None else StepTimes()
     run_key = run_key or make_run_key("local", dt.datetime.now(dt.UTC).isoformat())
-
-    def compute(spec: JobSpec, spec_uri: str) -> None:
-        if spark_remote:
-            from airflow_provider_streambed.refresh.connect import run_on_connect
-
-            run_on_connect(spec, spark_remote)
-        else:
-            run_local_spark_submit(spec_uri, master=master, conf=dict(spark_conf or {}))
-
     uri = catalog_properties.get(LEDGER_URI_PROPERTY) or catalog_properties.get("uri")  # the ledger's database
     staging = catalog_properties.get(STAGING_URI_PROPERTY) or catalog_properties.get("warehouse")
     with naming_dependencies(source=describe_source(source_dsn), catalog=describe_catalog(uri) if uri else None,
@@ -138,72 +124,57 @@ def refresh_once(
         catalog = open_catalog(catalog_properties)
         ledger = ledger_of(catalog)
         ledger.create()
-        try:
-            from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
+        run = steps.Run(group, run_key, catalog, ledger)
+        with steps.settling(run, will_retry=True):
+            return _run(run, lambda: psycopg.connect(source_dsn), _Spark(master, spark_conf or {}, spark_remote),
+                        CaptureSettings(explicit_watermark=explicit_watermark, copy=CopyOptions(copy_parallelism),
+                                        resync=resync),
+                        supersede=supersede_pending_runs, compact=compact, times=times)
 
-            in_process = in_process_enabled((spark_conf or {}).get(IN_PROCESS_MERGE_CONF, "true"))
-            return _run(group, catalog, ledger, run_key, source_dsn, compute, explicit_watermark,
-                        supersede_pending_runs, times, compact, CopyOptions(copy_parallelism), resync, in_process)
-        except Exception as error:
-            settle_failure(ledger, group.name, run_key, error, will_retry=True)
-            raise
+
+@dataclass(frozen=True, slots=True)
+class _Spark:
+    """Where ``refresh_once`` computes members: a Spark Connect server, else spark-submit on ``master``."""
+
+    master: str
+    conf: Mapping[str, str]
+    remote: str | None
+
+    def launch(self, spec: JobSpec, spec_uri: str, members: Sequence[str]) -> None:
+        if self.remote:
+            run_on_connect(spec, self.remote, members)
+        else:
+            run_local_spark_submit(spec_uri, master=self.master, conf=dict(self.conf))
 
 
 def _run(
-    group: RefreshGroup, catalog: Catalog, ledger: Ledger, run_key: str, source_dsn: str,
-    compute: Callable[[JobSpec, str], None], explicit_watermark: Lsn | None, supersede: bool, times: StepTimes,
-    compact: str, copy: CopyOptions, resync: bool, in_process: bool,
+    run: steps.Run, source: steps.SourceConnector, spark: _Spark, settings: CaptureSettings, *, supersede: bool,
+    compact: str, times: StepTimes,
 ) -> RunResult:
-    """The three steps of :func:`refresh_once` (``in_process``: mirrors may merge here, without Spark)."""
-    from airflow_provider_streambed.capture.run import capture_run
-    from airflow_provider_streambed.capture.slot import advance_slot
-    from airflow_provider_streambed.publish.cut import check_before_run, publish_cut
-    from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
-    from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
-    from airflow_provider_streambed.refresh.job import stage_in_process
-    from airflow_provider_streambed.refresh.plan import members_to_compute
-
-    check_before_run(catalog, ledger, group)
-    if (published := ledger.cut_for_run(group.name, run_key)) is not None:
-        logger.info("group=%s run=%s: already published as cut %d", group.name, run_key, published.cut_id)
-        with psycopg.connect(source_dsn) as conn:
-            advance_slot(conn, group, published.watermark)
-        return RunResult(RunState.PUBLISHED, published, run_key, _checked_at(ledger, group.name, run_key))
+    """The three steps of :func:`refresh_once`, timed."""
+    group, ledger = run.group, run.ledger
     started = time.perf_counter()
-    admit_run(ledger, group.name, run_key, supersede=supersede)
-    with psycopg.connect(source_dsn) as conn:
-        captured = capture_run(conn, group, ledger, run_key, staging_of(catalog),
-                               explicit_watermark=explicit_watermark, copy=copy, resync=resync)
-    confirm_claim(ledger, group.name, run_key)
+    captured = steps.capture(run, source, settings, supersede=supersede)
     times.capture = time.perf_counter() - started
     if isinstance(captured, UnchangedRun):
         found = ledger.get_cut(group.name, captured.cut_id, include_expired=True)
-        return RunResult(RunState.UNCHANGED, found, run_key, captured.checked_at)
-    logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run_key, captured.watermark, times.capture)
-
+        return RunResult(RunState.UNCHANGED, found, run.run_key, captured.checked_at)
+    refreshed: steps.Refreshed | None = None
+    if not isinstance(captured, CutRecord):
+        logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run.run_key, captured.watermark,
+                    times.capture)
+        started = time.perf_counter()
+        staged = steps.refresh(run, lambda: spark.launch, compact=compact, spark_conf=spark.conf)
+        assert isinstance(staged, steps.Refreshed)  # the capture above pinned the run, and W moved
+        refreshed = staged
+        times.refresh = time.perf_counter() - started
+        logger.info("group=%s W=%s cut=%d: refreshed in %.2f s", group.name, staged.spec.watermark,
+                    staged.spec.cut_number, times.refresh)
     started = time.perf_counter()
-    spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, compact)
-    spec_uri = write_job_spec(spec)
-    stage_unchanged_copies(spec)
-    if in_process:
-        stage_in_process(spec)
-    if members_to_compute(spec):  # else every member is carried over or staged: no Spark application
-        compute(spec, spec_uri)
-    manifests = collect_member_manifests(spec)
-    times.refresh = time.perf_counter() - started
-    logger.info("group=%s W=%s cut=%d: refreshed in %.2f s", group.name, spec.watermark, spec.cut_number,
-                times.refresh)
-
-    started = time.perf_counter()
-    cut = publish_cut(catalog, ledger, group, run_key, manifests, carried=spec.carried)
-    with psycopg.connect(source_dsn) as conn:
-        advance_slot(conn, group, cut.watermark)
+    cut = steps.publish(run, source, refreshed=refreshed)
+    assert isinstance(cut, CutRecord)
     times.publish = time.perf_counter() - started
     logger.info("group=%s W=%s cut=%d: published in %.2f s", group.name, cut.watermark, cut.cut_id, times.publish)
-    return RunResult(RunState.PUBLISHED, cut, run_key, _checked_at(ledger, group.name, run_key))
-
-
-def _checked_at(ledger: Ledger, group: str, run_key: str) -> dt.datetime:
-    record = ledger.get_run(group, run_key)
+    record = ledger.get_run(group.name, run.run_key)
     assert record is not None
-    return record.pinned_at
+    return RunResult(RunState.PUBLISHED, cut, run.run_key, record.pinned_at)

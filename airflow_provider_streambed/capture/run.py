@@ -13,7 +13,7 @@ ledger, nothing extracted, nothing to refresh or publish.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -61,6 +61,36 @@ from airflow_provider_streambed.staging import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureSettings:
+    """How one capture runs (every field has a default).
+
+    Attributes:
+        explicit_watermark: pin this W instead of the current WAL position (checked).
+        holdback_warn_seconds: report transactions open longer than this at pin time.
+        flush_timeout_seconds: how long to wait for the WAL flush up to W.
+        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
+        dag_run: the Airflow DAG run behind the run, recorded with its pin.
+        copy: how bootstrap copies run (parallelism, progress).
+        slot_create_timeout_seconds: how long creating the slot (first run) and the publication DDL
+            may wait for other sessions' transactions and locks; they log whom they wait for every
+            15 s, then fail with ``CaptureError`` naming them.
+        resync: re-synchronise a group whose slot was lost or dropped: drop the slot if it is
+            still there, create a new one and copy every table at its consistent point, as on
+            the first run; the cut of this run replaces every member whole, and the group's
+            older cuts stay readable. A retry of the run reuses its copies.
+    """
+
+    explicit_watermark: Lsn | None = None
+    holdback_warn_seconds: float = 60.0
+    flush_timeout_seconds: float = 30.0
+    wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES
+    dag_run: DagRunRef | None = None
+    copy: CopyOptions = field(default_factory=CopyOptions)
+    slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    resync: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,15 +269,7 @@ def capture_run(
     ledger: Ledger,
     run_key: str,
     warehouse: str,
-    *,
-    explicit_watermark: Lsn | None = None,
-    holdback_warn_seconds: float = 60.0,
-    flush_timeout_seconds: float = 30.0,
-    wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES,
-    dag_run: DagRunRef | None = None,
-    copy: CopyOptions | None = None,
-    slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-    resync: bool = False,
+    settings: CaptureSettings | None = None,
 ) -> CaptureResult | UnchangedRun:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -257,19 +279,7 @@ def capture_run(
         ledger: the run ledger (its tables are created if missing).
         run_key: the run key; a retry with it reuses W and a finished capture.
         warehouse: warehouse URI; files go under the run's staging root.
-        explicit_watermark: pin this W instead of the current WAL position (checked).
-        holdback_warn_seconds: report transactions open longer than this at pin time.
-        flush_timeout_seconds: how long to wait for the WAL flush up to W.
-        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
-        dag_run: the Airflow DAG run behind the run, recorded with its pin.
-        copy: how bootstrap copies run (parallelism, progress); defaults of :class:`CopyOptions`.
-        slot_create_timeout_seconds: how long creating the slot (first run) and the publication DDL
-            may wait for other sessions' transactions and locks; they log whom they wait for every
-            15 s, then fail with ``CaptureError`` naming them.
-        resync: re-synchronise a group whose slot was lost or dropped: drop the slot if it is
-            still there, create a new one and copy every table at its consistent point, as on
-            the first run; the cut of this run replaces every member whole, and the group's
-            older cuts stay readable. A retry of the run reuses its copies.
+        settings: how the capture runs (:class:`CaptureSettings`; its defaults when ``None``).
 
     Returns:
         The capture, or :class:`UnchangedRun` when W equals the last cut's W (no WAL since it).
@@ -281,6 +291,7 @@ def capture_run(
             (final) for a W that can never make a cut.
         DecodeError: the change stream could not be decoded.
     """
+    settings = settings or CaptureSettings()
     _autocommit(conn, group)
     ledger.create()
     root = staging_root(warehouse, group.name, run_key)
@@ -297,19 +308,19 @@ def capture_run(
         return done
     last = ledger.last_cut(group.name)
     published = [m.qualified_table for m in group.mirrors if last is not None and m.name in last.members]
-    tables = ensure_source(conn, group, create_slot=False, wait_timeout=slot_create_timeout_seconds,
-                           published=() if resync else published)
-    copies = _copies(conn, group, tables, capture_dir, stored, last, resync, copy or CopyOptions(),
-                     slot_create_timeout_seconds)
+    tables = ensure_source(conn, group, create_slot=False, wait_timeout=settings.slot_create_timeout_seconds,
+                           published=() if settings.resync else published)
+    copies = _copies(conn, group, tables, capture_dir, stored, last, settings.resync, settings.copy,
+                     settings.slot_create_timeout_seconds)
     status = check_slot(conn, group)
-    warn_retention(group, status, wal_retention_warn_bytes)
+    warn_retention(group, status, settings.wal_retention_warn_bytes)
     start = status.confirmed_flush
-    if last is not None and not resync:
+    if last is not None and not settings.resync:
         _check_continues(group, start, last, stored)
-    holdback = probe_holdback(conn, group.name, holdback_warn_seconds)
+    holdback = probe_holdback(conn, group.name, settings.holdback_warn_seconds)
     watermark = pin_watermark(
-        conn, ledger, group, run_key, explicit_watermark=explicit_watermark,
-        flush_timeout_seconds=flush_timeout_seconds, floor=start, dag_run=dag_run,
+        conn, ledger, group, run_key, explicit_watermark=settings.explicit_watermark,
+        flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
-from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.cli import (
     add_catalog_arguments,
@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
         run_key = args.run_key or make_run_key("cli", os.urandom(6).hex())
         watermark = Lsn.parse(args.watermark) if args.watermark else None
         with psycopg.connect(dsn, autocommit=True) as conn:
-            result = capture_run(conn, group, ledger, run_key, warehouse, explicit_watermark=watermark,
-                                 copy=CopyOptions(args.copy_parallelism),
-                                 slot_create_timeout_seconds=args.slot_create_timeout)
+            settings = CaptureSettings(explicit_watermark=watermark, copy=CopyOptions(args.copy_parallelism),
+                                       slot_create_timeout_seconds=args.slot_create_timeout)
+            result = capture_run(conn, group, ledger, run_key, warehouse, settings)
     except (StreambedError, ValueError) as error:
         logger.error("%s", error)
         return 1

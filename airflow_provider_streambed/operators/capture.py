@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import Context
 from airflow.sdk.types import RuntimeTaskInstanceProtocol
-from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
 from airflow_provider_streambed.capture.copy import TableProgress
+from airflow_provider_streambed.capture.run import CaptureSettings
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError
-from airflow_provider_streambed.ledger import Ledger, RunRecord
-from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim
+from airflow_provider_streambed.ledger import CutRecord, RunRecord
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
@@ -25,6 +24,9 @@ from airflow_provider_streambed.operators.lineage import StreambedRunFacet, line
 from airflow_provider_streambed.operators.links import XCOM_KEY, HoldbackLink
 from airflow_provider_streambed.operators.metrics import emit_copy_progress, emit_freshness, emit_metrics
 from airflow_provider_streambed.ui.page import page_url
+
+if TYPE_CHECKING:
+    from airflow_provider_streambed import steps
 
 logger = logging.getLogger(__name__)
 
@@ -112,47 +114,43 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         self.slot_create_timeout_seconds = float(slot_create_timeout_seconds)
         self.resync = resync
 
-    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
+    def run_step(self, context: Context, run: steps.Run) -> dict[str, Any]:
         """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
-        from airflow_provider_streambed.capture.run import capture_run
-        from airflow_provider_streambed.catalog import staging_of
-        from airflow_provider_streambed.hooks.source import StreambedSourceHook
-        from airflow_provider_streambed.publish import check_before_run
+        from airflow_provider_streambed import steps
 
-        explicit = explicit_watermark(self.group, self.watermark_lsn)
-        check_before_run(catalog, ledger, self.group)  # a catalog that cannot publish; a REST cut not recorded
-        if (done := self.already_published(ledger, run_key)) is not None:
-            return done
-        supersede = self.supersede_pending_runs or bool(context["params"].get(SUPERSEDE_PARAM))
-        ti = context["ti"]
-        admit_run(ledger, self.group.name, run_key, supersede=supersede, finished=lambda run: dag_run_ended(ti, run))
-        with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
-            result = capture_run(
-                conn,
-                self.group,
-                ledger,
-                run_key,
-                staging_of(catalog),
-                explicit_watermark=explicit,
-                holdback_warn_seconds=self.holdback_warn_seconds,
-                flush_timeout_seconds=self.flush_timeout_seconds,
-                wal_retention_warn_bytes=self.wal_retention_warn_bytes,
-                dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
-                copy=CopyOptions(self.copy_parallelism, on_progress=self._copy_progress),
-                slot_create_timeout_seconds=self.slot_create_timeout_seconds,
-                resync=self.resync or bool(context["params"].get(RESYNC_PARAM)),
-            )
-        confirm_claim(ledger, self.group.name, run_key)
-        self.lineage = lineage_of(lambda: self.source_lineage(run_key, str(result.watermark)), self.task_id)
+        params, ti = context["params"], context["ti"]
+        result = steps.capture(run, self.source_connector(), self.capture_settings(context),
+                               supersede=self.supersede_pending_runs or bool(params.get(SUPERSEDE_PARAM)),
+                               finished=lambda pending: dag_run_ended(ti, pending))
+        if isinstance(result, CutRecord):
+            return self.nothing_to_do(run, result)
+        self.lineage = lineage_of(lambda: self.source_lineage(run.run_key, str(result.watermark)), self.task_id)
         ti.xcom_push(key=XCOM_KEY, value=page_url(self.catalog_conn_id, self.group.name))
         if isinstance(result, UnchangedRun):
-            emit_freshness(ledger, self.group.name)  # the source was checked: nothing else will say so
-            logger.info("group=%s run=%s W=%s: %s", self.group.name, run_key, result.watermark, result.message())
-            return {"run_key": run_key, **result.summary()}
-        emit_metrics(self.group.name, result.summary())
-        logger.info("group=%s run=%s W=%s: captured (bootstrap=%s)", self.group.name, run_key, result.watermark,
-                    result.bootstrap)
-        return {"run_key": run_key, **result.summary()}
+            emit_freshness(run.ledger, self.group.name)  # the source was checked: nothing else will say so
+            logger.info("group=%s run=%s W=%s: %s", self.group.name, run.run_key, result.watermark, result.message())
+        else:
+            emit_metrics(self.group.name, result.summary())
+            logger.info("group=%s run=%s W=%s: captured (bootstrap=%s)", self.group.name, run.run_key,
+                        result.watermark, result.bootstrap)
+        return {"run_key": run.run_key, **result.summary()}
+
+    def capture_settings(self, context: Context) -> CaptureSettings:
+        """The capture's settings: this operator's arguments, the trigger Params and the DAG run.
+
+        Raises:
+            InvalidWatermarkError: the rendered ``watermark_lsn`` is not an LSN.
+        """
+        return CaptureSettings(
+            explicit_watermark=explicit_watermark(self.group, self.watermark_lsn),
+            holdback_warn_seconds=self.holdback_warn_seconds,
+            flush_timeout_seconds=self.flush_timeout_seconds,
+            wal_retention_warn_bytes=self.wal_retention_warn_bytes,
+            dag_run=DagRunRef(context["dag"].dag_id, context["dag_run"].run_id),
+            copy=CopyOptions(self.copy_parallelism, on_progress=self._copy_progress),
+            slot_create_timeout_seconds=self.slot_create_timeout_seconds,
+            resync=self.resync or bool(context["params"].get(RESYNC_PARAM)),
+        )
 
     def source_lineage(self, run_key: str, watermark: str) -> OperatorLineage:
         """The mirrored source tables as inputs, and the run (group, run key, W) as a run facet."""

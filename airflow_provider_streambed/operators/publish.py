@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import AssetAlias, Context, TriggerRule
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.assets import member_assets
-from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
-from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
+from airflow_provider_streambed.ledger.runs import UnchangedRun
+from airflow_provider_streambed.operators.base import StreambedBaseOperator
 from airflow_provider_streambed.operators.lineage import StreambedRunFacet, lineage_of, table_dataset
 from airflow_provider_streambed.operators.links import XCOM_KEY, CutLink
 from airflow_provider_streambed.operators.metrics import emit_freshness
 from airflow_provider_streambed.ui.page import page_url
+
+if TYPE_CHECKING:
+    from airflow_provider_streambed import steps
 
 logger = logging.getLogger(__name__)
 
@@ -65,50 +68,23 @@ class PublishCutOperator(StreambedBaseOperator):
         self.staging_retention_hours = staging_retention_hours
         self.member_assets = assets
 
-    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
+    def run_step(self, context: Context, run: steps.Run) -> dict[str, Any]:
         """Publish (or find) the run's cut, advance the slot and emit the Asset events once.
 
         An unchanged run publishes nothing, leaves the slot and emits no Asset event.
         """
-        from airflow_provider_streambed.capture.slot import advance_slot
-        from airflow_provider_streambed.hooks.source import StreambedSourceHook
+        from airflow_provider_streambed import steps
 
-        cut = ledger.cut_for_run(self.group.name, run_key)
-        if cut is None:
-            run = require_run(ledger, self.group, run_key)
-            if (unchanged := unchanged_result(run, self.task_id)) is not None:
-                return {"run_key": run_key, **unchanged}
-            cut = self.publish_staged(catalog, ledger, run_key)
-        else:
-            logger.info("group=%s run=%s W=%s: already published as cut %d", self.group.name, run_key,
-                        cut.watermark, cut.cut_id)
-        with StreambedSourceHook(self.source_conn_id).get_conn() as conn:
-            advance_slot(conn, self.group, cut.watermark)
-        self.lineage = lineage_of(lambda: cut_lineage(catalog, ledger, self.group.name, cut), self.task_id)
+        cut = steps.publish(run, self.source_connector(), staging_retention_hours=self.staging_retention_hours)
+        if isinstance(cut, UnchangedRun):
+            return self.nothing_to_do(run, cut)
+        self.lineage = lineage_of(lambda: cut_lineage(run.catalog, run.ledger, self.group.name, cut), self.task_id)
         context["ti"].xcom_push(key=XCOM_KEY, value=page_url(self.catalog_conn_id, self.group.name, cut.cut_id))
         self.emit_asset_events(context, cut.cut_id, str(cut.watermark))
         logger.info("group=%s W=%s cut=%d: published", self.group.name, cut.watermark, cut.cut_id)
-        emit_freshness(ledger, self.group.name)
-        return {"run_key": run_key, "cut_id": cut.cut_id, "watermark_lsn": str(cut.watermark),
+        emit_freshness(run.ledger, self.group.name)
+        return {"run_key": run.run_key, "cut_id": cut.cut_id, "watermark_lsn": str(cut.watermark),
                 "members": sorted(cut.members)}
-
-    def publish_staged(self, catalog: Catalog, ledger: Ledger, run_key: str) -> CutRecord:
-        """Publish the members the refresh step staged for this run.
-
-        Raises:
-            PublishError: the run has no job spec (the refresh step has not run), or see ``publish_cut``.
-        """
-        from airflow_provider_streambed.catalog import staging_of
-        from airflow_provider_streambed.publish.cut import publish_cut
-        from airflow_provider_streambed.refresh import collect_member_manifests
-        from airflow_provider_streambed.staging import JOB_SPEC_PATH, JobSpec, join, read_json, staging_root
-
-        spec_data = read_json(join(staging_root(staging_of(catalog), self.group.name, run_key), JOB_SPEC_PATH))
-        if spec_data is None:
-            raise PublishError(f"group {self.group.name!r}, run {run_key!r}: no job spec; run refresh_group first")
-        spec = JobSpec.from_dict(spec_data)
-        return publish_cut(catalog, ledger, self.group, run_key, collect_member_manifests(spec), carried=spec.carried,
-                           staging_retention_hours=self.staging_retention_hours)
 
     def emit_asset_events(self, context: Context, cut_id: int, watermark: str) -> None:
         """One event per member table for this cut, unless an earlier try already emitted them."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -14,13 +13,14 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
 from airflow_provider_streambed.ledger import Ledger
-from airflow_provider_streambed.operators.base import StreambedBaseOperator, require_run, unchanged_result
+from airflow_provider_streambed.operators.base import StreambedBaseOperator
 from airflow_provider_streambed.operators.lineage import lineage_of
 
 if TYPE_CHECKING:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk import Connection
 
+    from airflow_provider_streambed import steps
     from airflow_provider_streambed.staging import JobSpec
 
 logger = logging.getLogger(__name__)
@@ -114,23 +114,6 @@ class RefreshGroupOperator(StreambedBaseOperator):
             "spark_binary": spark_binary,
         }
 
-    def applications(self, spec: JobSpec) -> list[list[str]]:
-        """The member lists of the Spark applications to submit, in order.
-
-        None when no member is left to compute (every one carried over, or already staged for W:
-        by an earlier try, or a bootstrap copy adopted as is); else one application for all
-        members to compute (``[[]]``, or this task's ``members``), or with
-        ``application_per_member`` one per member still to compute, sources first.
-        """
-        from airflow_provider_streambed.refresh.plan import members_to_compute
-
-        computed = set(members_to_compute(spec, self.members))
-        if not computed:
-            return []
-        if not self.application_per_member:
-            return [[name for name in self.members if name in computed]] if self.members else [[]]
-        return [[member.name] for member in self.group.topological_members() if member.name in computed]
-
     def check_spark_connection(self) -> Connection:
         """The Spark connection; a missing one is refused, since ``SparkSubmitHook`` would quietly submit to YARN.
 
@@ -173,61 +156,49 @@ class RefreshGroupOperator(StreambedBaseOperator):
             **self.hook_options,
         )
 
-    def run_step(self, context: Context, catalog: Catalog, ledger: Ledger, run_key: str) -> dict[str, Any]:
-        """Plan, submit and collect; returns ``{run_key, watermark_lsn, cut_number, members}``.
+    def spark_launcher(self) -> steps.Launcher:
+        """Computes members on the Spark connection: on its Spark Connect server, else with spark-submit.
+
+        Raises:
+            ConnectionConfigError: ``spark_conn_id`` is not defined.
+        """
+        from airflow_provider_streambed.dependencies import check_spark_reachable
+        from airflow_provider_streambed.refresh import job_application
+        from airflow_provider_streambed.refresh.plan import spark_submit_executable
+
+        connection = self.check_spark_connection()
+
+        def launch(spec: JobSpec, spec_uri: str, members: Sequence[str]) -> None:
+            logger.info("group=%s cut=%d: on %s connection %r", self.group.name, spec.cut_number,
+                        connection.conn_type, self.spark_conn_id)
+            if connection.conn_type == SPARK_CONNECT:
+                self.run_on_connect(spec, members)
+                return
+            if not self.hook_options["spark_binary"]:
+                spark_submit_executable()  # a clear error when only pyspark-client is installed
+            hook = self.submit_hook(spec, spec_uri, members)
+            check_spark_reachable(submit_master(hook), self.spark_conn_id)
+            hook.submit(job_application())
+
+        return launch
+
+    def run_step(self, context: Context, run: steps.Run) -> dict[str, Any]:
+        """Plan, stage and compute; returns ``{run_key, watermark_lsn, cut_number, members, carried, mirrors}``.
 
         An unchanged run (W equals the last cut's W) submits nothing.
         """
-        from airflow_provider_streambed.catalog import staging_of
-        from airflow_provider_streambed.dependencies import check_spark_reachable
-        from airflow_provider_streambed.refresh import (
-            build_job_spec,
-            collect_member_manifests,
-            job_application,
-            write_job_spec,
-        )
-        from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
-        from airflow_provider_streambed.refresh.job import stage_in_process
-        from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
-        from airflow_provider_streambed.refresh.plan import spark_submit_executable
-        from airflow_provider_streambed.staging import capture_manifest_uri, staging_root
+        from airflow_provider_streambed import steps
 
-        if (done := self.already_published(ledger, run_key)) is not None:
-            return done
-        run = require_run(ledger, self.group, run_key)
-        if (unchanged := unchanged_result(run, self.task_id)) is not None:
-            return {"run_key": run_key, **unchanged}
-        connection = self.check_spark_connection()
-        manifest_uri = capture_manifest_uri(staging_root(staging_of(catalog), self.group.name, run_key))
-        spec = build_job_spec(self.group, catalog, ledger, manifest_uri, run_key, self.compact)
-        spec_uri = write_job_spec(spec)  # the whole run's spec: publish reads it
-        if self.members:
-            spec = dataclasses.replace(spec, members=self.members)
-            for name in self.members:
-                if name in spec.carried:
-                    logger.info("group=%s W=%s cut=%d: member %s carried over (%s)", self.group.name, spec.watermark,
-                                spec.cut_number, name, spec.carried[name])
-        stage_unchanged_copies(spec)  # this task's members only
-        if in_process_enabled(self.conf.get(IN_PROCESS_MERGE_CONF, "true")):
-            stage_in_process(spec, self.members)  # mirrors merged here need no Spark application
-        for members in self.applications(spec):
-            logger.info("group=%s run=%s W=%s cut=%d: computing %s on %s connection %r", self.group.name, run_key,
-                        spec.watermark, spec.cut_number, ", ".join(members) or "all members", connection.conn_type,
-                        self.spark_conn_id)
-            if connection.conn_type == SPARK_CONNECT:
-                self.run_on_connect(spec, members)
-            else:
-                if not self.hook_options["spark_binary"]:
-                    spark_submit_executable()  # a clear error when only pyspark-client is installed
-                hook = self.submit_hook(spec, spec_uri, members)
-                check_spark_reachable(submit_master(hook), self.spark_conn_id)
-                hook.submit(job_application())
-        manifests = collect_member_manifests(spec)
-        self.lineage = lineage_of(lambda: derived_inputs(catalog, ledger, self.group, spec), self.task_id)
+        result = steps.refresh(run, self.spark_launcher, compact=self.compact, spark_conf=self.conf,
+                               members=self.members, application_per_member=self.application_per_member)
+        if not isinstance(result, steps.Refreshed):
+            return self.nothing_to_do(run, result)
+        spec, manifests = result.spec, result.manifests
+        self.lineage = lineage_of(lambda: derived_inputs(run.catalog, run.ledger, self.group, spec), self.task_id)
         rows = {name: manifest.row_count for name, manifest in sorted(manifests.items())}
         logger.info("group=%s W=%s cut=%d: members staged %s", self.group.name, spec.watermark, spec.cut_number, rows)
         written = {name: manifest.reason for name, manifest in sorted(manifests.items()) if manifest.reason}
-        return {"run_key": run_key, "watermark_lsn": str(spec.watermark), "cut_number": spec.cut_number,
+        return {"run_key": run.run_key, "watermark_lsn": str(spec.watermark), "cut_number": spec.cut_number,
                 "members": rows, "carried": dict(spec.carried), "mirrors": written}
 
 

@@ -110,3 +110,14 @@ def test_example_dags_import_without_errors() -> None:
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
     assert {"streambed_bank", "streambed_bank_senders"} <= set(bag.dags)
+
+
+def test_parsing_a_dag_imports_no_spark_and_no_duckdb() -> None:
+    """The operators import the engine's steps when a task runs: a DAG file's parse stays light."""
+    code = (
+        "import sys, airflow_provider_streambed.task_group;"
+        "loaded = [m for m in ('pyspark', 'duckdb', 'airflow_provider_streambed.steps') if m in sys.modules];"
+        "sys.exit(f'imported at parse time: {loaded}' if loaded else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

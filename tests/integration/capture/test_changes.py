@@ -11,7 +11,7 @@ import pytest
 
 from airflow_provider_streambed.capture import copy as copy_module
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.exceptions import WatermarkError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX
@@ -39,7 +39,7 @@ def test_a_partitioned_table_is_copied_in_ranges_and_its_partitions_changes_capt
     source.execute("CREATE TABLE pt_high PARTITION OF pt FOR VALUES FROM (100) TO (10000)")
     source.execute("INSERT INTO pt SELECT g, g FROM generate_series(0, 4999) g")
     group = make_group("pt")
-    first = capture_run(source, group, ledger, "r1", warehouse, copy=CopyOptions(parallelism=2))
+    first = capture_run(source, group, ledger, "r1", warehouse, CaptureSettings(copy=CopyOptions(parallelism=2)))
     assert isinstance(first, CaptureResult) and len(first.manifest.tables[0].copy_files) > 1
     state: dict[tuple[Any, ...], Row] = {}
     apply_changes(state, read_changes(first.manifest, "pt"), ("id",))
@@ -156,7 +156,7 @@ def test_open_and_prepared_transactions_across_the_pin(source: Conn, ledger: Led
         prep.execute("PREPARE TRANSACTION 'streambed_2pc'")
         open_conn.execute("INSERT INTO t VALUES (3, 'open')")
         source.execute("INSERT INTO t VALUES (4, 'committed')")
-        result = capture_run(source, group, ledger, "r1", warehouse, holdback_warn_seconds=0)
+        result = capture_run(source, group, ledger, "r1", warehouse, CaptureSettings(holdback_warn_seconds=0))
         open_conn.execute("INSERT INTO t VALUES (5, 'open')")
         open_conn.execute("COMMIT")
         source.execute("COMMIT PREPARED 'streambed_2pc'")

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     import psycopg
     from airflow_provider_streambed.capture import copy
     from airflow_provider_streambed.capture.bootstrap import CopyOptions
-    from airflow_provider_streambed.capture.run import capture_run
+    from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
     from airflow_provider_streambed.declarations import Mirror, RefreshGroup
     from airflow_provider_streambed.ledger import Ledger
 
@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent("""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT 1")
         baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        result = capture_run(conn, group, ledger, "r1", warehouse, copy=CopyOptions(parallelism=2))
+        result = capture_run(conn, group, ledger, "r1", warehouse, CaptureSettings(copy=CopyOptions(parallelism=2)))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"baseline_kib": baseline, "peak_kib": peak, "rows": result.manifest.tables[0].copied_rows}))
 """)

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_provider_streambed.capture import run as capture_run_module
 from airflow_provider_streambed.capture.names import slot_name
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, SlotError
 from airflow_provider_streambed.ledger import Ledger
@@ -69,7 +69,7 @@ def test_a_lost_slot_fails_the_run_until_a_resync_copies_every_table_again(
             capture_run(conn, group, ledger, "r1", warehouse)
         assert ledger.get_run(group.name, "r1") is None  # refused before pinning
 
-        resynced = capture_run(conn, group, ledger, "r2", warehouse, resync=True)
+        resynced = capture_run(conn, group, ledger, "r2", warehouse, CaptureSettings(resync=True))
         assert isinstance(resynced, CaptureResult) and resynced.bootstrap
         assert resynced.watermark > first.watermark
         assert replay({}, resynced) == table_state(conn, "t", ("id",))  # the copy alone: no write since
@@ -98,7 +98,7 @@ def test_a_resync_not_yet_published_blocks_incremental_runs_and_its_retry_reuses
     with pytest.raises(SlotError, match=r"does not exist.*Param resync"):
         capture_run(source, group, ledger, "r1", warehouse)
 
-    resync = capture_run(source, group, ledger, "r2", warehouse, resync=True)
+    resync = capture_run(source, group, ledger, "r2", warehouse, CaptureSettings(resync=True))
     assert isinstance(resync, CaptureResult)
     commit_transactions(source, 200, 5)
     # Its refresh failed, say: a new incremental run would skip what the old slot never decoded.
@@ -106,7 +106,7 @@ def test_a_resync_not_yet_published_blocks_incremental_runs_and_its_retry_reuses
         capture_run(source, group, ledger, "r3", warehouse)
     # The resync's retry, after a crash between the copy and the manifest, reuses copies and W.
     Path(capture_manifest_uri(staging_root(warehouse, group.name, "r2")).removeprefix("file://")).unlink()
-    retried = capture_run(source, group, ledger, "r2", warehouse, resync=True)
+    retried = capture_run(source, group, ledger, "r2", warehouse, CaptureSettings(resync=True))
     assert isinstance(retried, CaptureResult) and retried.watermark == resync.watermark
     assert [t.copy_files for t in retried.manifest.tables] == [t.copy_files for t in resync.manifest.tables]
     publish(source, ledger, group, retried)

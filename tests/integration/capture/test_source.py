@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot, check_slot, drop_slot
 from airflow_provider_streambed.capture.source import ensure_source
 from airflow_provider_streambed.capture.watermark import current_flush_lsn, pin_watermark
@@ -115,13 +115,14 @@ def test_bad_explicit_watermarks(source: Conn, ledger: Ledger, warehouse: str) -
     publish(source, ledger, group, first)
     below = first.watermark - 1
     with pytest.raises(WatermarkError, match=rf"explicit W={below} is below cut 1's W={first.watermark}"):
-        capture_run(source, group, ledger, "r2", warehouse, explicit_watermark=below)
+        capture_run(source, group, ledger, "r2", warehouse, CaptureSettings(explicit_watermark=below))
     beyond = current_flush_lsn(source) + 10_000_000
     with pytest.raises(WatermarkError, match=rf"explicit W={beyond} is beyond the source's flushed WAL"):
-        capture_run(source, group, ledger, "r2", warehouse, explicit_watermark=beyond)
+        capture_run(source, group, ledger, "r2", warehouse, CaptureSettings(explicit_watermark=beyond))
     source.execute("INSERT INTO t VALUES (1)")
     chosen = current_flush_lsn(source)
-    assert capture_run(source, group, ledger, "r2", warehouse, explicit_watermark=chosen).watermark == chosen
+    pinned = capture_run(source, group, ledger, "r2", warehouse, CaptureSettings(explicit_watermark=chosen))
+    assert pinned.watermark == chosen
     with pytest.raises(WatermarkError, match=rf"explicit W={chosen + 1} differs from the W={chosen} this run pinned"):
         pin_watermark(source, ledger, group, "r2", explicit_watermark=chosen + 1)
 
@@ -140,7 +141,7 @@ def test_wal_retention_warning_threshold(
     with caplog.at_level("INFO", logger="airflow_provider_streambed.capture.slot"):
         capture_run(source, group, ledger, "r2", warehouse)
         assert retention_warnings() == [], caplog.records  # far below the default 1 GiB
-        capture_run(source, group, ledger, "r3", warehouse, wal_retention_warn_bytes=100_000)
+        capture_run(source, group, ledger, "r3", warehouse, CaptureSettings(wal_retention_warn_bytes=100_000))
     warnings = retention_warnings()
     assert len(warnings) == 1 and "group=g: slot streambed_g retains" in warnings[0]
 

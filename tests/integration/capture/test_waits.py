@@ -16,7 +16,7 @@ import pytest
 
 from airflow_provider_streambed.capture import waits
 from airflow_provider_streambed.capture.names import publication_name, slot_name
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.exceptions import CaptureError
 from airflow_provider_streambed.ledger import Ledger
 from tests.integration.capture.conftest import make_group
@@ -64,11 +64,11 @@ def test_a_prepared_transaction_fails_the_first_capture_in_time_and_names_it(
         with pytest.raises(CaptureError, match=(
                 rf"group 'g': creating slot {slot_name(group)} gave up after waiting 2 s for: prepared transaction "
                 rf"gid='{GID}' xid=\d+ \(owner \w+, database \w+\), \d+ s old; nothing was created")):
-            capture_run(source, group, ledger, "r1", warehouse, slot_create_timeout_seconds=2)
+            capture_run(source, group, ledger, "r1", warehouse, CaptureSettings(slot_create_timeout_seconds=2))
         assert f"creating slot {slot_name(group)} has waited" in caplog.text and GID in caplog.text
         assert slot_name(group) not in slots(source)
         source.execute(f"COMMIT PREPARED '{GID}'")
-    captured = capture_run(source, group, ledger, "r1", warehouse, slot_create_timeout_seconds=2)
+    captured = capture_run(source, group, ledger, "r1", warehouse, CaptureSettings(slot_create_timeout_seconds=2))
     assert isinstance(captured, CaptureResult) and captured.manifest.tables[0].copied_rows == 3
 
 
@@ -81,7 +81,7 @@ def test_an_open_write_transaction_is_named_by_its_session(
         pid = blocker.info.backend_pid
         with pytest.raises(CaptureError, match=rf"pid {pid} xid=\d+ \(user \w+, client [\d.:]+, "
                                                r"application streambed-blocker, idle in transaction\), \d+ s old"):
-            capture_run(source, group, ledger, "r1", warehouse, slot_create_timeout_seconds=1)
+            capture_run(source, group, ledger, "r1", warehouse, CaptureSettings(slot_create_timeout_seconds=1))
         blocker.rollback()
     assert slot_name(group) not in slots(source)
     assert isinstance(capture_run(source, group, ledger, "r1", warehouse), CaptureResult)
@@ -96,7 +96,7 @@ def test_publication_ddl_waiting_for_a_table_lock_names_the_holder(
         pid = blocker.info.backend_pid
         with pytest.raises(CaptureError, match=rf"creating publication {publication_name(group)} gave up after "
                                                rf"waiting 1 s for: pid {pid} .*application streambed-locker"):
-            capture_run(source, group, ledger, "r1", warehouse, slot_create_timeout_seconds=1)
+            capture_run(source, group, ledger, "r1", warehouse, CaptureSettings(slot_create_timeout_seconds=1))
         blocker.rollback()
     assert source.execute("SELECT count(*) FROM pg_publication WHERE pubname = %s",
                           (publication_name(group),)).fetchone() == (0,)

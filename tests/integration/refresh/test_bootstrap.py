@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.capture import copy as copy_module
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.copy import TableProgress
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import plan_snapshot_files
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
@@ -51,7 +51,8 @@ def one_run(conn: Conn, group: RefreshGroup, catalog: SqlCatalog, spark: SparkSe
             copy: CopyOptions | None = None) -> Cut:
     """Capture, refresh (in this process's Spark) and publish one cut, then advance the slot."""
     ledger = Ledger(catalog.engine)
-    captured = capture_run(conn, group, ledger, run_key, catalog.properties["warehouse"], copy=copy)
+    captured = capture_run(conn, group, ledger, run_key, catalog.properties["warehouse"],
+                           CaptureSettings(copy=copy or CopyOptions()))
     assert isinstance(captured, CaptureResult)
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, "none")
     run_job(spark, spec)
@@ -246,8 +247,9 @@ def test_a_long_copy_reports_progress_and_its_totals(
         conn.execute("ALTER TABLE big ADD PRIMARY KEY (id)")
         conn.execute("ANALYZE big")
         with caplog.at_level(logging.INFO, logger="airflow_provider_streambed.capture.copy"):
+            copy = CopyOptions(parallelism=1, progress_interval=0.05, on_progress=report)
             captured = capture_run(conn, group, Ledger(catalog.engine), "r1", catalog.properties["warehouse"],
-                                   copy=CopyOptions(parallelism=1, progress_interval=0.05, on_progress=report))
+                                   CaptureSettings(copy=copy))
     assert isinstance(captured, CaptureResult) and captured.manifest.tables[0].copied_rows == 400_000
     lines = [record.getMessage() for record in caplog.records]
     assert any("of ~400,000 rows" in line and "rows/s" in line for line in lines), lines
