@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import PublishConflictError, PublishError, RunSupersededError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState
@@ -140,7 +141,5 @@ def check_run(ledger: Ledger, group: str, run_key: str, watermark: Lsn, last: Cu
         raise PublishError(
             f"group {group!r}, run {run_key!r} (W={watermark}) found nothing new; it has no cut to publish"
         )
-    if last is not None and watermark <= last.watermark:
-        raise PublishError(
-            f"group {group!r}, run {run_key!r}: W={watermark} is not above cut {last.cut_id}'s W={last.watermark}"
-        )
+    if last is not None:
+        check_after_last_cut(group, run_key, watermark, last.watermark, last.cut_id)

@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
+from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
-from airflow_provider_streambed.exceptions import RefreshError, StreambedError, WatermarkError
+from airflow_provider_streambed.exceptions import RefreshError, StreambedError
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     compute_python_member,
@@ -81,14 +82,10 @@ def check_spec(spec: JobSpec, group: RefreshGroup) -> None:
     """Refuse a spec whose W is not after the previous cut's, or that names unknown members.
 
     Raises:
-        WatermarkError: W is at or before the previous cut's W.
+        InvalidWatermarkError: W is at or before the previous cut's W (final).
         RefreshError: a requested member is not in the group.
     """
-    if spec.prev_watermark is not None and spec.watermark <= spec.prev_watermark:
-        raise WatermarkError(
-            f"group {group.name!r}, run {spec.run_key!r}: W={spec.watermark} is not after the previous "
-            f"cut's W={spec.prev_watermark}; a cut can only move forward"
-        )
+    check_after_last_cut(group.name, spec.run_key, spec.watermark, spec.prev_watermark)
     names = {member.name.lower() for member in group.members}
     unknown = [name for name in spec.members if name.lower() not in names]
     if unknown:

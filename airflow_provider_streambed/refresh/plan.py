@@ -21,9 +21,10 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from airflow_provider_streambed.catalog import plan_snapshot, staging_of
+from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.dependencies import check_spark_reachable
-from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
+from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.connect import CONNECT_VARIABLES
@@ -66,7 +67,7 @@ def build_job_spec(
 
     Raises:
         RefreshError: the capture manifest is missing or belongs to another group or run.
-        WatermarkError: the run's W is not after the previous cut's W.
+        InvalidWatermarkError: the run's W is not after the previous cut's W (final).
     """
     data = read_json(capture_manifest_uri)
     if data is None:
@@ -78,11 +79,8 @@ def build_job_spec(
             f"run {manifest.run_key!r}"
         )
     previous = _previous_cut(group, ledger, run_key)
-    if previous is not None and manifest.watermark <= previous.watermark:
-        raise InvalidWatermarkError(
-            f"group {group.name!r}, run {run_key!r}: W={manifest.watermark} is not after the previous cut "
-            f"{previous.cut_id} (W={previous.watermark}); a cut can only move forward"
-        )
+    if previous is not None:
+        check_after_last_cut(group.name, run_key, manifest.watermark, previous.watermark, previous.cut_id)
     tables = {} if previous is None else _previous_tables(catalog, group, previous)
     summaries = {name: _summary(table, snapshot_id) for name, (table, snapshot_id) in tables.items()}
     work = plan_work(group, {table.member: table for table in manifest.tables}, _known(tables, summaries))

@@ -15,6 +15,7 @@ from pyiceberg.manifest import ManifestFile, ManifestWriter
 from airflow_provider_streambed.catalog import open_catalog, warehouse_of
 from airflow_provider_streambed.exceptions import (
     DamagedOutputError,
+    InvalidWatermarkError,
     OutputSchemaError,
     PublishConflictError,
     PublishError,
@@ -198,7 +199,7 @@ def test_manifests_must_cover_every_member_at_one_watermark(catalog: SqlCatalog,
     with pytest.raises(RunSupersededError, match=r"run 'run0' \(W=0/1F4\) was superseded by run run1"):
         publish_cut(catalog, ledger, group, "run0", older)
     late = pin_and_stage(ledger, warehouse, "bank", "late", Lsn(900), bank_tables(2))
-    with pytest.raises(PublishError, match=r"run 'late': W=0/384 is not above cut 1's W=0/3E8"):
+    with pytest.raises(InvalidWatermarkError, match=r"run 'late': W=0/384 is not after cut 1's W=0/3E8"):
         publish_cut(catalog, ledger, group, "late", late)
     mixed = {**pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2)),
              "totals": late["totals"]}

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
-from airflow_provider_streambed.exceptions import RefreshError, WatermarkError
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import build_job_spec, write_job_spec
@@ -56,7 +56,7 @@ def test_build_job_spec_from_previous_cut(tmp_path: Path, sqlite_catalog_uri: st
     again = build_job_spec(GROUP, catalog, ledger, _capture(warehouse, "r1", "0/100"), "r1")
     assert (again.prev_watermark, again.cut_number) == (None, 1), "a published run plans on the cut before it"
 
-    with pytest.raises(WatermarkError, match=r"group 'plan', run 'r3': W=0/50 is not after the previous cut 1"):
+    with pytest.raises(InvalidWatermarkError, match=r"group 'plan', run 'r3': W=0/50 is not after cut 1's W=0/100"):
         build_job_spec(GROUP, catalog, ledger, _capture(warehouse, "r3", "0/50"), "r3")
     with pytest.raises(RefreshError, match=r"capture manifest belongs to group 'plan', run 'r2'"):
         build_job_spec(GROUP, catalog, ledger, _capture(warehouse, "r2", "0/300"), "r4")

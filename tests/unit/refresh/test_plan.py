@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
-from airflow_provider_streambed.exceptions import RefreshError, WatermarkError
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import collect_member_manifests, job_application, job_arguments
 from airflow_provider_streambed.refresh.job import check_spec
@@ -77,7 +77,7 @@ def test_job_arguments_and_command() -> None:
 
 def test_check_spec_refuses_w_not_after_previous_and_unknown_members(tmp_path: Path) -> None:
     check_spec(_spec(tmp_path), GROUP)
-    with pytest.raises(WatermarkError, match=r"group 'shop', run 'run1': W=0/1000 is not after the previous cut's"):
+    with pytest.raises(InvalidWatermarkError, match=r"group 'shop', run 'run1': W=0/1000 is not after the last cut's"):
         check_spec(_spec(tmp_path, watermark=Lsn.parse("0/1000")), GROUP)
     with pytest.raises(RefreshError, match=r"group 'shop', run 'run1': unknown members \['nope'\]"):
         check_spec(_spec(tmp_path, members=("nope",)), GROUP)
