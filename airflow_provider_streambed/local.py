@@ -154,7 +154,7 @@ def _run(
     """The three steps of :func:`refresh_once`, timed."""
     group, ledger = run.group, run.ledger
     started = time.perf_counter()
-    captured = steps.capture(run, source, settings, supersede=supersede)
+    captured = steps.capture(run, source=source, settings=settings, supersede=supersede)
     times.capture = time.perf_counter() - started
     if isinstance(captured, UnchangedRun):
         found = ledger.get_cut(group.name, captured.cut_id, include_expired=True)
@@ -164,14 +164,14 @@ def _run(
         logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run.run_key, captured.watermark,
                     times.capture)
         started = time.perf_counter()
-        staged = steps.refresh(run, lambda: spark.launch, compact=compact, spark_conf=spark.conf)
+        staged = steps.refresh(run, spark=lambda: spark.launch, compact=compact, spark_conf=spark.conf)
         assert isinstance(staged, steps.Refreshed)  # the capture above pinned the run, and W moved
         refreshed = staged
         times.refresh = time.perf_counter() - started
         logger.info("group=%s W=%s cut=%d: refreshed in %.2f s", group.name, staged.spec.watermark,
                     staged.spec.cut_number, times.refresh)
     started = time.perf_counter()
-    cut = steps.publish(run, source, refreshed=refreshed)
+    cut = steps.publish(run, source=source, refreshed=refreshed)
     assert isinstance(cut, CutRecord)
     times.publish = time.perf_counter() - started
     logger.info("group=%s W=%s cut=%d: published in %.2f s", group.name, cut.watermark, cut.cut_id, times.publish)

@@ -105,9 +105,9 @@ def settling(run: Run, *, will_retry: bool) -> Iterator[None]:
 
 def capture(
     run: Run,
+    *,
     source: SourceConnector,
     settings: CaptureSettings | None = None,
-    *,
     supersede: bool = False,
     finished: Callable[[RunRecord], bool] | None = None,
 ) -> CaptureResult | UnchangedRun | CutRecord:
@@ -142,8 +142,8 @@ def capture(
 
 def refresh(
     run: Run,
-    spark: Callable[[], Launcher],
     *,
+    spark: Callable[[], Launcher],
     compact: str = "auto",
     spark_conf: Mapping[str, Any] | None = None,
     members: Sequence[str] = (),
@@ -197,8 +197,8 @@ def refresh(
 
 def publish(
     run: Run,
-    source: SourceConnector,
     *,
+    source: SourceConnector,
     refreshed: Refreshed | None = None,
     staging_retention_hours: float = 24.0,
 ) -> CutRecord | UnchangedRun:

@@ -119,7 +119,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         from airflow_provider_streambed import steps
 
         params, ti = context["params"], context["ti"]
-        result = steps.capture(run, self.source_connector(), self.capture_settings(context),
+        result = steps.capture(run, source=self.source_connector(), settings=self.capture_settings(context),
                                supersede=self.supersede_pending_runs or bool(params.get(SUPERSEDE_PARAM)),
                                finished=lambda pending: dag_run_ended(ti, pending))
         if isinstance(result, CutRecord):

@@ -75,7 +75,8 @@ class PublishCutOperator(StreambedBaseOperator):
         """
         from airflow_provider_streambed import steps
 
-        cut = steps.publish(run, self.source_connector(), staging_retention_hours=self.staging_retention_hours)
+        cut = steps.publish(run, source=self.source_connector(),
+                            staging_retention_hours=self.staging_retention_hours)
         if isinstance(cut, UnchangedRun):
             return self.nothing_to_do(run, cut)
         self.lineage = lineage_of(lambda: cut_lineage(run.catalog, run.ledger, self.group.name, cut), self.task_id)

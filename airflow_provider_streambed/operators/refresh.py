@@ -189,7 +189,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         """
         from airflow_provider_streambed import steps
 
-        result = steps.refresh(run, self.spark_launcher, compact=self.compact, spark_conf=self.conf,
+        result = steps.refresh(run, spark=self.spark_launcher, compact=self.compact, spark_conf=self.conf,
                                members=self.members, application_per_member=self.application_per_member)
         if not isinstance(result, steps.Refreshed):
             return self.nothing_to_do(run, result)

@@ -43,7 +43,7 @@ def run(pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path) -> Iterator[steps.
         conn.execute("UPDATE t SET v = 'b' WHERE id = 1")
     catalog = open_catalog(properties)
     second = steps.Run(GROUP, "r2", catalog, ledger_of(catalog))
-    captured = steps.capture(second, lambda: psycopg.connect(pg_dsn))
+    captured = steps.capture(second, source=lambda: psycopg.connect(pg_dsn))
     assert isinstance(captured, CaptureResult)
     yield second
 
@@ -72,22 +72,22 @@ def test_the_refresh_plan_refuses_it_as_final(run: steps.Run) -> None:
     record_foreign_cut(run)
     with pytest.raises(InvalidWatermarkError, match=r"run 'r2': W=\S+ is not after cut 2's W=") as error, \
             steps.settling(run, will_retry=True):
-        steps.refresh(run, lambda: no_spark)
+        steps.refresh(run, spark=lambda: no_spark)
     assert_failed_and_released(run, error)
 
 
 def test_publish_refuses_it_as_final(run: steps.Run) -> None:
-    refreshed = steps.refresh(run, lambda: no_spark)
+    refreshed = steps.refresh(run, spark=lambda: no_spark)
     assert isinstance(refreshed, steps.Refreshed)
     record_foreign_cut(run)
     with pytest.raises(InvalidWatermarkError, match=r"run 'r2': W=\S+ is not after cut 2's W=") as error, \
             steps.settling(run, will_retry=True):
-        steps.publish(run, lambda: pytest.fail("nothing is published, the slot does not move"))
+        steps.publish(run, source=lambda: pytest.fail("nothing is published, the slot does not move"))
     assert_failed_and_released(run, error)
 
 
 def test_the_spark_job_refuses_it_as_final(run: steps.Run) -> None:
-    refreshed = steps.refresh(run, lambda: no_spark)
+    refreshed = steps.refresh(run, spark=lambda: no_spark)
     assert isinstance(refreshed, steps.Refreshed)
     behind = replace(refreshed.spec, prev_watermark=refreshed.spec.watermark)  # a spec planned on a later cut
     with pytest.raises(InvalidWatermarkError, match=r"run 'r2': W=\S+ is not after the last cut's W=") as error, \
