@@ -9,8 +9,10 @@ Each error is of one of two kinds (``retryable``), which decides what happens to
   failed and the user may fix it. The run keeps its pinned W and its claim on the group, and a
   retry (or a cleared task) resumes it. When Airflow will not retry it any more, the run is
   marked failed and the group's next run takes over.
-- *final* (:class:`FinalError`): no retry of this run can ever succeed. The run is marked failed
-  at once and frees the group; in Airflow the task fails without using its retries.
+- *final* (:class:`FinalError`): no retry of this run can ever succeed: its W can never make a
+  cut, it was superseded, or a setting it reads is wrong (:class:`ConfigurationError`; a retry
+  reads it again). The run is marked failed at once and frees the group; in Airflow the task fails
+  without using its retries.
 
 Errors that are not :class:`StreambedError` (a driver's, Spark's) count as retryable.
 """
@@ -38,8 +40,14 @@ def is_final(error: BaseException) -> bool:
     return isinstance(error, StreambedError) and not error.retryable
 
 
-class DeclarationError(StreambedError, ValueError):
-    """A refresh-group declaration is invalid (raised at DAG parse time)."""
+class ConfigurationError(FinalError, ValueError):
+    """A setting is missing or invalid: a declaration, an argument, a catalog property or a
+    connection's field. Final: a retry of the run reads the same setting again; fix it, then clear
+    the task (the failed run resumes unless another run replaced it) or trigger a new run."""
+
+
+class DeclarationError(ConfigurationError):
+    """A refresh-group declaration or a step's argument is invalid (raised at DAG parse time where it can be)."""
 
 
 class LedgerError(StreambedError):
@@ -149,7 +157,7 @@ class CutExpiredError(CutNotFoundError):
         self.expired_at = expired_at
 
 
-class ConnectionConfigError(StreambedError, ValueError):
+class ConnectionConfigError(ConfigurationError):
     """An Airflow connection lacks a field streambed needs (names the connection id and field)."""
 
 

@@ -6,6 +6,9 @@ import pytest
 
 from airflow_provider_streambed import exceptions
 from airflow_provider_streambed.exceptions import (
+    ConfigurationError,
+    ConnectionConfigError,
+    DeclarationError,
     FinalError,
     GroupBusyError,
     InvalidWatermarkError,
@@ -22,6 +25,9 @@ from airflow_provider_streambed.exceptions import (
     [
         (InvalidWatermarkError("W behind the slot"), True),
         (RunSupersededError("replaced"), True),
+        (ConfigurationError("catalog property missing"), True),
+        (DeclarationError("unknown source"), True),
+        (ConnectionConfigError("no warehouse"), True),
         (WatermarkError("flush timed out"), False),
         (GroupBusyError("another run is pending"), False),
         (SourceError("connection refused"), False),
@@ -37,3 +43,9 @@ def test_final_errors_are_exactly_the_final_error_family() -> None:
                if isinstance(value, type) and issubclass(value, StreambedError)]
     assert {cls for cls in classes if not cls.retryable} == {cls for cls in classes if issubclass(cls, FinalError)}
     assert isinstance(InvalidWatermarkError("x"), WatermarkError)  # callers catching WatermarkError still do
+
+
+def test_settings_errors_are_final_and_still_what_callers_caught() -> None:
+    """A wrong setting is read again by every retry: final; callers catching ValueError still do."""
+    for error in (ConfigurationError("x"), DeclarationError("x"), ConnectionConfigError("x")):
+        assert isinstance(error, ValueError) and isinstance(error, ConfigurationError) and is_final(error)

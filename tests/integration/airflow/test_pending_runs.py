@@ -50,7 +50,7 @@ def test_a_pending_run_blocks_until_a_run_supersedes_it(bank_connections: dict[s
     last_key = make_run_key("blocked_e2e", superseding.run_id)
     assert elsewhere.replaced_by == last_key
 
-    # The refresh failed on its last try (retries=0): the run released the group itself.
+    # The refresh failed on a missing connection (final: a retry reads it again): the run released the group.
     last = ledger.get_run("blocked", last_key)
     assert last is not None and last.state == RunState.FAILED and last.last_error == "ConnectionConfigError"
     assert last.watermark > elsewhere.watermark and last.dag_run is not None

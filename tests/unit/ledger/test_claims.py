@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_streambed.exceptions import (
+    ConnectionConfigError,
     GroupBusyError,
     LedgerError,
     PublishConflictError,
@@ -99,6 +100,16 @@ def test_a_retryable_error_keeps_the_claim_until_the_last_try(ledger: Ledger) ->
         admit_run(ledger, "bank", "run-2")
     assert settle_failure(ledger, "bank", "run-1", OSError("still down"), will_retry=False)
     assert admit_run(ledger, "bank", "run-2") is None
+
+
+def test_a_wrong_setting_frees_the_group_at_once_and_the_run_resumes_when_cleared(ledger: Ledger) -> None:
+    ledger.pin_run("bank", "run-1", Lsn(100))
+    error = ConnectionConfigError("group 'bank': Spark connection 'spark_missing' is not defined")
+    assert settle_failure(ledger, "bank", "run-1", error, will_retry=True)  # a retry would read the same setting
+    failed = ledger.get_run("bank", "run-1")
+    assert failed is not None and failed.state == RunState.FAILED and failed.last_error == "ConnectionConfigError"
+    resumed = admit_run(ledger, "bank", "run-1")  # the setting fixed, the task cleared
+    assert resumed is not None and resumed.state == RunState.PINNED and resumed.watermark == Lsn(100)
 
 
 def test_a_failed_run_retried_before_any_other_run_resumes(ledger: Ledger) -> None:
