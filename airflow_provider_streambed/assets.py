@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import SplitResult
 
 from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import DeclarationError
 
 if TYPE_CHECKING:
     from airflow.sdk import Asset
@@ -37,9 +38,10 @@ def sanitize_uri(uri: SplitResult) -> SplitResult:
     """Airflow's URI check for the ``streambed`` scheme: an authority and ``/<namespace>/<table>``.
 
     Raises:
-        ValueError: the URI lacks the catalog, namespace or table part.
+        DeclarationError: the URI lacks the catalog, namespace or table part (a ``ValueError``, as
+            Airflow expects of a URI check; raised when the DAG file declaring the Asset is parsed).
     """
     parts = [part for part in uri.path.split("/") if part]
     if not uri.netloc or len(parts) != 2:
-        raise ValueError(f"{uri.geturl()!r}: a streambed Asset URI is streambed://<catalog>/<namespace>/<table>")
+        raise DeclarationError(f"{uri.geturl()!r}: a streambed Asset URI is streambed://<catalog>/<namespace>/<table>")
     return uri

@@ -17,7 +17,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import DataFileContent, FileFormat
 from pyiceberg.table import Table
 
-from airflow_provider_streambed.exceptions import PublishError
+from airflow_provider_streambed.exceptions import ConfigurationError, PublishError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import SnapshotFiles
 
@@ -36,13 +36,16 @@ def open_catalog(properties: Mapping[str, str]) -> Catalog:
             ``sqlite:////path/catalog.db`` or ``postgresql+psycopg://user@host/db``) and
             ``warehouse`` (a URI, e.g. ``file:///path/warehouse``) are required; ``name``
             defaults to ``streambed``; ``type`` defaults to ``sql``.
+
+    Raises:
+        ConfigurationError: ``uri`` or ``warehouse`` is missing.
     """
     props = dict(properties)
     name = props.pop("name", DEFAULT_CATALOG_NAME)
     catalog_type = props.pop("type", "sql")
     for required in ("uri", "warehouse"):
         if not props.get(required):
-            raise ValueError(f"catalog {name!r}: property {required!r} is required")
+            raise ConfigurationError(f"catalog {name!r}: property {required!r} is required")
     if catalog_type == "sql":
         return SqlCatalog(name, **props)
     from pyiceberg.catalog import load_catalog
@@ -61,28 +64,33 @@ def staging_of(catalog: Catalog) -> str:
     A catalog whose warehouse Spark cannot write (an object store without Spark's S3 support, or
     a REST catalog's warehouse name) names a staging location that capture, Spark and publish all
     reach, such as a shared directory; publish uploads the staged files into the member tables.
+
+    Raises:
+        ConfigurationError: a catalog other than a SQL catalog has no ``streambed.staging-uri``.
     """
     if staging := catalog.properties.get(STAGING_URI_PROPERTY):
         return str(staging).rstrip("/")
     if isinstance(catalog, SqlCatalog):
         return warehouse_of(catalog)
-    raise ValueError(f"catalog {catalog.name!r} ({type(catalog).__name__}): property {STAGING_URI_PROPERTY!r} is "
-                     "required: where runs stage their files (a directory that capture, Spark and publish reach)")
+    raise ConfigurationError(f"catalog {catalog.name!r} ({type(catalog).__name__}): property "
+                             f"{STAGING_URI_PROPERTY!r} is required: where runs stage their files (a directory "
+                             "that capture, Spark and publish reach)")
 
 
 def ledger_of(catalog: Catalog) -> Ledger:
     """The run ledger: in a SQL catalog's own database, else in the ``streambed.ledger-uri`` database.
 
     Raises:
-        ValueError: a catalog other than a SQL catalog has no ``streambed.ledger-uri``.
+        ConfigurationError: a catalog other than a SQL catalog has no ``streambed.ledger-uri``.
     """
     engine = getattr(catalog, "engine", None)
     if engine is not None:
         return Ledger(engine)
     if uri := catalog.properties.get(LEDGER_URI_PROPERTY):
         return Ledger(str(uri))
-    raise ValueError(f"catalog {catalog.name!r} ({type(catalog).__name__}): property {LEDGER_URI_PROPERTY!r} is "
-                     "required: the SQLAlchemy URI of the database that holds the run ledger")
+    raise ConfigurationError(f"catalog {catalog.name!r} ({type(catalog).__name__}): property "
+                             f"{LEDGER_URI_PROPERTY!r} is required: the SQLAlchemy URI of the database that holds "
+                             "the run ledger")
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ from airflow_provider_streambed.capture.copy import (
 )
 from airflow_provider_streambed.capture.source import SourceTable, source_conninfo
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import SourceError
+from airflow_provider_streambed.exceptions import DeclarationError, SourceError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import delete_files, join, read_json, write_json
 
@@ -69,6 +69,10 @@ class CopyOptions:
             ranges copied concurrently, all at one snapshot.
         progress_interval: seconds between progress lines of a long copy.
         on_progress: called with a table's progress at every interval and at the end (gauges).
+
+    Raises:
+        DeclarationError: ``parallelism`` is below 1 or ``progress_interval`` is not positive
+            (checked when a DAG file makes the capture task).
     """
 
     parallelism: int = DEFAULT_COPY_PARALLELISM
@@ -77,9 +81,9 @@ class CopyOptions:
 
     def __post_init__(self) -> None:
         if self.parallelism < 1:
-            raise ValueError(f"copy_parallelism must be at least 1, not {self.parallelism}")
+            raise DeclarationError(f"copy_parallelism must be at least 1, not {self.parallelism}")
         if self.progress_interval <= 0:
-            raise ValueError(f"the copy progress interval must be positive, not {self.progress_interval}")
+            raise DeclarationError(f"the copy progress interval must be positive, not {self.progress_interval}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,10 +167,10 @@ class PgType:
 
     def copy_expression(self, column: str) -> sql.Composable:
         """The select-list expression a copy reads the column with: text forms and numerics as the
-        output function's text, other types as they are (binary)."""
+        output function's text, other types as they are (binary): UnsupportedTypeError without one."""
         if self.text_form or self.oid == NUMERIC:
             if not self.output:
-                raise ValueError(f"type {self.name!r}: no output function known")
+                raise UnsupportedTypeError(f"type {self.name!r}: no output function known")
             value: sql.Composable = sql.Identifier(column)
             if self.cast:
                 value = sql.SQL("{}::{}").format(value, sql.SQL(self.cast))

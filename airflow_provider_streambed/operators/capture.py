@@ -15,7 +15,7 @@ from airflow_provider_streambed.capture.run import CaptureSettings
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import InvalidWatermarkError
+from airflow_provider_streambed.exceptions import DeclarationError, InvalidWatermarkError
 from airflow_provider_streambed.ledger import CutRecord, RunRecord
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
@@ -109,8 +109,8 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         self.copy_parallelism = copy_parallelism
         CopyOptions(copy_parallelism)  # checked when the DAG file is parsed
         if not isinstance(slot_create_timeout_seconds, int | float) or slot_create_timeout_seconds <= 0:
-            raise ValueError(f"slot_create_timeout_seconds must be a number of seconds > 0, "
-                             f"got {slot_create_timeout_seconds!r}")
+            raise DeclarationError(f"slot_create_timeout_seconds must be a number of seconds > 0, "
+                                   f"got {slot_create_timeout_seconds!r}")
         self.slot_create_timeout_seconds = float(slot_create_timeout_seconds)
         self.resync = resync
 

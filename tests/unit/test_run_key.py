@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from airflow_provider_streambed.exceptions import ConfigurationError, is_final
 from airflow_provider_streambed.run_key import make_run_key
 
 
@@ -20,5 +21,6 @@ def test_runs_differing_only_in_unsafe_characters_get_distinct_keys() -> None:
 
 
 def test_empty_parts_are_refused() -> None:
-    with pytest.raises(ValueError, match="run key needs"):
+    with pytest.raises(ConfigurationError, match="run key needs a dag_id and a run_id, got '' and 'run'") as error:
         make_run_key("", "run")
+    assert is_final(error.value) and isinstance(error.value, ValueError)

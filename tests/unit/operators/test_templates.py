@@ -7,7 +7,7 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, RefreshGroup
-from airflow_provider_streambed.exceptions import InvalidWatermarkError, is_final
+from airflow_provider_streambed.exceptions import DeclarationError, InvalidWatermarkError, is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.capture import CaptureWatermarkOperator, explicit_watermark
 from airflow_provider_streambed.operators.publish import PublishCutOperator
@@ -57,11 +57,15 @@ def test_publish_renders_connection_ids() -> None:
     assert task.doc_md is not None and "all_success" in task.doc_md
 
 
-def test_capture_checks_its_slot_timeout_when_the_dag_file_is_parsed() -> None:
+def test_capture_checks_its_slot_timeout_and_copy_parallelism_when_the_dag_file_is_parsed() -> None:
     with _dag():
         assert CaptureWatermarkOperator(task_id="c", group=GROUP).slot_create_timeout_seconds == 600.0
-        with pytest.raises(ValueError, match="slot_create_timeout_seconds must be a number of seconds > 0, got 0"):
+        with pytest.raises(DeclarationError,
+                           match="slot_create_timeout_seconds must be a number of seconds > 0, got 0") as timeout:
             CaptureWatermarkOperator(task_id="d", group=GROUP, slot_create_timeout_seconds=0)
+        with pytest.raises(DeclarationError, match="copy_parallelism must be at least 1, not 0") as parallelism:
+            CaptureWatermarkOperator(task_id="e", group=GROUP, copy_parallelism=0)
+    assert is_final(timeout.value) and isinstance(timeout.value, ValueError) and is_final(parallelism.value)
 
 
 def test_a_rendered_watermark_that_is_not_an_lsn_fails_for_good() -> None:
