@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from airflow_provider_streambed.exceptions import DeclarationError
+from airflow_provider_streambed.exceptions import DeclarationError, MemberNotFoundError
 
 GROUP_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -318,12 +318,12 @@ class RefreshGroup:
         """The member called ``name`` (case-insensitive).
 
         Raises:
-            KeyError: no such member.
+            MemberNotFoundError: no such member (a ``KeyError``).
         """
         for member in self.members:
             if member.name.lower() == name.lower():
                 return member
-        raise KeyError(f"group {self.name!r} has no member {name!r}")
+        raise MemberNotFoundError(f"group {self.name!r} has no member {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form, for job specs; :meth:`from_dict` reverses it."""

@@ -149,6 +149,10 @@ class CutNotFoundError(StreambedError, LookupError):
     """The requested cut does not exist in the ledger."""
 
 
+class MemberNotFoundError(FinalError, KeyError):
+    """A group or a cut has no member of the name asked for (``RefreshGroup.member``, ``Cut.member``)."""
+
+
 class CutExpiredError(CutNotFoundError):
     """The requested cut existed and expired under the group's retention (``expired_at`` says when)."""
 

@@ -22,7 +22,7 @@ from pyiceberg.table import StaticTable, Table
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import CutNotFoundError, PublishError
+from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
@@ -115,10 +115,10 @@ class Cut:
         """The member ``name`` of this cut.
 
         Raises:
-            KeyError: no such member.
+            MemberNotFoundError: no such member (a ``KeyError``).
         """
         if name not in self.members:
-            raise KeyError(f"group {self.group!r}, cut {self.cut_id} has no member {name!r}")
+            raise MemberNotFoundError(f"group {self.group!r}, cut {self.cut_id} has no member {name!r}")
         return self.members[name]
 
     def table(self, name: str) -> StaticTable:

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
-from airflow_provider_streambed.exceptions import DeclarationError
+from airflow_provider_streambed.exceptions import DeclarationError, MemberNotFoundError, is_final
 
 
 def make_group(*members: Any, **overrides: Any) -> RefreshGroup:
@@ -135,5 +135,6 @@ def test_from_dict_validates_again() -> None:
 def test_member_lookup() -> None:
     group = make_group(Mirror("accounts"))
     assert group.member("ACCOUNTS").name == "accounts"
-    with pytest.raises(KeyError, match="no member 'nope'"):
+    with pytest.raises(MemberNotFoundError, match="group 'bank' has no member 'nope'") as missing:
         group.member("nope")
+    assert isinstance(missing.value, KeyError) and is_final(missing.value)
