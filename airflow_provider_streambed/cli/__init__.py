@@ -24,6 +24,7 @@ from pathlib import Path
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
+from airflow_provider_streambed.lsn import Lsn
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -93,6 +94,18 @@ def add_copy_parallelism_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--copy-parallelism", type=positive, default=DEFAULT_COPY_PARALLELISM, metavar="N",
                         help="connections a bootstrap copy uses; large tables are split into ranges "
                              f"(default {DEFAULT_COPY_PARALLELISM})")
+
+
+def add_watermark_argument(parser: argparse.ArgumentParser) -> None:
+    """``--watermark``: an explicit W; text that is not an LSN is a usage error naming it."""
+    def lsn(text: str) -> Lsn:
+        try:
+            return Lsn.parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from error
+
+    parser.add_argument("--watermark", type=lsn, default=None, metavar="W",
+                        help="pin this W explicitly, e.g. 0/16B3748")
 
 
 def source_dsn(args: argparse.Namespace) -> str | None:

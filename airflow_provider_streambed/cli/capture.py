@@ -23,13 +23,13 @@ from airflow_provider_streambed.cli import (
     add_copy_parallelism_argument,
     add_group_argument,
     add_source_dsn_argument,
+    add_watermark_argument,
     load_group,
     source_dsn,
 )
 from airflow_provider_streambed.exceptions import DeclarationError, StreambedError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.ledger.runs import UnchangedRun
-from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.run_key import make_run_key
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_catalog_arguments(parser, warehouse_required=False)
     add_source_dsn_argument(parser)
     parser.add_argument("--run-key", default=None, help="run key (default: a new one per call)")
-    parser.add_argument("--watermark", default=None, help="explicit W as 'X/Y'")
+    add_watermark_argument(parser)
     add_copy_parallelism_argument(parser)
     parser.add_argument("--slot-create-timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_SECONDS,
                         metavar="SECONDS", help="how long creating the slot and the publication may wait for other "
@@ -87,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
         ledger = Ledger(ledger_uri(args))
         warehouse = args.warehouse if "://" in args.warehouse else Path(args.warehouse).resolve().as_uri()
         run_key = args.run_key or make_run_key("cli", os.urandom(6).hex())
-        watermark = Lsn.parse(args.watermark) if args.watermark else None
         with psycopg.connect(dsn, autocommit=True) as conn:
-            settings = CaptureSettings(explicit_watermark=watermark, copy=CopyOptions(args.copy_parallelism),
+            settings = CaptureSettings(explicit_watermark=args.watermark, copy=CopyOptions(args.copy_parallelism),
                                        slot_create_timeout_seconds=args.slot_create_timeout)
             result = capture_run(conn, group, ledger, run_key, warehouse, settings)
     except (StreambedError, ValueError) as error:

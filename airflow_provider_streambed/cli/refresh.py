@@ -14,11 +14,11 @@ from airflow_provider_streambed.cli import (
     add_copy_parallelism_argument,
     add_group_argument,
     add_source_dsn_argument,
+    add_watermark_argument,
     load_group,
     source_dsn,
 )
 from airflow_provider_streambed.exceptions import StreambedError
-from airflow_provider_streambed.lsn import Lsn
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default="local[2]", help="Spark master for spark-submit (default local[2])")
     parser.add_argument("--spark-remote", default=None, metavar="sc://HOST:PORT",
                         help="run the refresh on this Spark Connect server instead of spark-submit")
-    parser.add_argument("--watermark", default=None, help="pin this W explicitly, e.g. 0/16B3748")
+    add_watermark_argument(parser)
     parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
     add_copy_parallelism_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the cut as JSON")
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             run_key=args.run_key,
             master=args.master,
             spark_remote=args.spark_remote,
-            explicit_watermark=Lsn.parse(args.watermark) if args.watermark else None,
+            explicit_watermark=args.watermark,
             supersede_pending_runs=args.supersede_pending,
             copy_parallelism=args.copy_parallelism,
             resync=args.resync,

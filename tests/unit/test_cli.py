@@ -8,6 +8,7 @@ import pytest
 
 from airflow_provider_streambed.cli import COMMANDS, GROUP_COMMANDS, build_parser, group_name, load_group, main
 from airflow_provider_streambed.exceptions import DeclarationError
+from airflow_provider_streambed.lsn import Lsn
 
 DECLARATION = """
 from airflow_provider_streambed import Mirror, RefreshGroup
@@ -96,3 +97,15 @@ def test_the_slot_create_timeout_is_a_positive_number_of_seconds(capsys: pytest.
         with pytest.raises(SystemExit):
             parser.parse_args([*base, "--slot-create-timeout", bad])
         assert "must be a number of seconds greater than 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["capture", "refresh", "resync"])
+def test_a_watermark_that_is_not_an_lsn_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_parser()
+    arguments = [command, "--group", "shop_dag.py:shop", "--catalog-uri", "sqlite://", "--warehouse", "w"]
+    assert parser.parse_args([*arguments, "--watermark", "0/16b3748"]).watermark == Lsn.parse("0/16B3748")
+    assert parser.parse_args(arguments).watermark is None
+    with pytest.raises(SystemExit) as done:
+        parser.parse_args([*arguments, "--watermark", "yesterday"])
+    assert done.value.code == 2
+    assert "argument --watermark: invalid LSN 'yesterday': expected two hex numbers" in capsys.readouterr().err
