@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.task_plan import plan_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _group() -> RefreshGroup:
@@ -43,8 +52,36 @@ def test_refresh_and_publish_cover_every_member_in_dependency_order() -> None:
     assert publish.members == refresh.members
 
 
-def test_plan_is_deterministic() -> None:
-    assert plan_tasks(_group()) == plan_tasks(_group())
+MIRRORS = ("ledger", "accounts", "branches", "cards", "loans", "rates", "fees", "users")
+
+
+def _wide_group() -> RefreshGroup:
+    """A member declared before its eight sources: no order but the declaration's ties them."""
+    return RefreshGroup(name="bank", source_conn_id="src", catalog_conn_id="lake", namespace="bank",
+                        members=[SqlMember("summary", "SELECT 1", sources=list(reversed(MIRRORS))),
+                                 *(Mirror(name) for name in MIRRORS)])
+
+
+def _plan_rows() -> list[list[Any]]:
+    """The task-per-member plan of :func:`_wide_group` as JSON rows: task id, upstream, members."""
+    return [[task.task_id, list(task.upstream), list(task.members)]
+            for task in plan_tasks(_wide_group(), task_per_member=True)]
+
+
+def test_the_plan_follows_the_declaration_in_every_process() -> None:
+    """The scheduler and each worker parse the DAG file in processes with their own string hashes:
+    the plan must come out the same in all of them, never in the order of a set."""
+    refreshes = [[f"refresh_{name}", ["capture_watermark"], [name]] for name in MIRRORS]
+    summary = ["refresh_summary", ["capture_watermark", *(f"refresh_{name}" for name in reversed(MIRRORS))],
+               ["summary"]]
+    expected = [["capture_watermark", [], list(MIRRORS)], *refreshes, summary,
+                ["publish_cut", [f"refresh_{name}" for name in (*MIRRORS, "summary")], [*MIRRORS, "summary"]]]
+    assert _plan_rows() == expected
+    code = "import json, tests.unit.test_task_plan as t; print(json.dumps(t._plan_rows()))"
+    for seed in ("0", "1", "2", "3"):
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": seed},
+                              capture_output=True, text=True, check=True)
+        assert json.loads(done.stdout) == expected, f"PYTHONHASHSEED={seed} planned another order"
 
 
 def test_a_task_per_member_follows_the_sources() -> None:
