@@ -1,17 +1,28 @@
-"""Airflow end-to-end fixtures: a migrated SQLite metadata DB, connections, DAG sync and re-runs."""
+"""Airflow end-to-end fixtures: a migrated SQLite metadata DB, connections, DAG sync, re-runs and
+the bank DAG run under a concurrent writer."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from airflow_provider_streambed.examples.bank import Writer, load_bank
+from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh.plan import LOCAL_CONF
+from tests.integration.airflow.bank import check_cut
+
+#: The logical date of a test DAG's first run.
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+DAGS = Path(__file__).resolve().parents[3] / "dags"
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +51,57 @@ def bank_connections(
     }))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     return {"uri": sqlite_catalog_uri, "warehouse": warehouse}
+
+
+@dataclass(frozen=True)
+class WriterRuns:
+    """What :func:`run_bank_under_writer` ran: its DAG, the cuts, the transfer ids each cut holds
+    (in cut order) and every transfer the writer committed."""
+
+    dag: Any
+    cuts: list[Cut]
+    holdings: list[set[int]]
+    journal: set[int]
+
+
+@pytest.fixture
+def run_bank_under_writer(
+    bank_connections: dict[str, str], pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., WriterRuns]:
+    """Run the bank DAG (``dags/example_bank.py``) under a writer: ``run(dag_id, runs, **task_group_kwargs)``.
+
+    The DAG runs ``runs`` times while a writer moves money, then once after the writer stopped.
+    Asserts that every DAG run succeeds, that each published one cut, that every cut keeps the
+    bank invariant, and that the last cut holds every committed transfer.
+    """
+    monkeypatch.syspath_prepend(str(DAGS))
+
+    def run(dag_id: str, runs: int, **task_group_kwargs: Any) -> WriterRuns:
+        from airflow.sdk import DAG
+        from example_bank import bank
+
+        from airflow_provider_streambed import StreambedRefreshGroup
+
+        load_bank(pg_dsn)
+        with DAG(dag_id, schedule=None, start_date=START, max_active_runs=1) as dag:
+            StreambedRefreshGroup(bank, **task_group_kwargs)
+        sync_dags(dag)
+        writer = Writer(pg_dsn)
+        writer.start()
+        try:
+            for hour in range(runs):
+                dag_run = dag.test(logical_date=START + dt.timedelta(hours=hour))
+                assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
+        finally:
+            journal = set(writer.stop())
+        assert dag.test(logical_date=START + dt.timedelta(hours=runs)).state == "success"
+        cuts = CutReader(bank_connections, bank).list()
+        assert [cut.cut_id for cut in cuts] == list(range(1, runs + 2))
+        holdings = [check_cut(cut, journal) for cut in cuts]
+        assert holdings[-1] == journal, "the last cut after the writer stopped misses or invents transfers"
+        return WriterRuns(dag, cuts, holdings, journal)
+
+    return run
 
 
 def spark_kwargs() -> dict[str, Any]:

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -16,7 +17,7 @@ from airflow.sdk import DAG, Asset
 from sqlalchemy import select
 
 from airflow_provider_streambed import CutRetention, Mirror, PythonMember, RefreshGroup, StreambedRefreshGroup
-from airflow_provider_streambed.examples.bank import Writer, load_bank, move_money
+from airflow_provider_streambed.examples.bank import load_bank, move_money
 from airflow_provider_streambed.exceptions import CutExpiredError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.read import CutReader
@@ -24,11 +25,10 @@ from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.staging import staging_root
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.airflow.bank import check_cut
-from tests.integration.airflow.conftest import rerun, spark_kwargs, sync_dags
+from tests.integration.airflow.conftest import START, WriterRuns, rerun, spark_kwargs, sync_dags
 from tests.integration.airflow.members import FLAKY_FLAG
 
 pytestmark = pytest.mark.slow
-START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
 
 
@@ -50,37 +50,18 @@ def _queued(dag_id: str) -> int:
         return len(session.scalars(select(AssetDagRunQueue).where(AssetDagRunQueue.target_dag_id == dag_id)).all())
 
 
-def test_bank_runs_under_a_concurrent_writer(bank_connections: dict[str, str], pg_dsn: str) -> None:
-    from example_bank import bank
+def test_bank_runs_under_a_concurrent_writer(run_bank_under_writer: Callable[..., WriterRuns]) -> None:
+    ran = run_bank_under_writer("bank_e2e", 5, **spark_kwargs())  # cuts 1..6, each keeps the invariant
 
-    load_bank(pg_dsn)
-    with DAG("bank_e2e", schedule=None, start_date=START, max_active_runs=1) as dag:
-        StreambedRefreshGroup(bank, **spark_kwargs())
-    sync_dags(dag)
-    writer = Writer(pg_dsn)
-    writer.start()
-    try:
-        for run in range(5):
-            dag_run = dag.test(logical_date=START + dt.timedelta(hours=run))
-            assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
-    finally:
-        journal = set(writer.stop())
-    final = dag.test(logical_date=START + dt.timedelta(hours=5))
-    assert final.state == "success"
-
-    cuts = CutReader(bank_connections, bank).list()
-    assert [cut.cut_id for cut in cuts] == [1, 2, 3, 4, 5, 6]
     seen: set[int] = set()
-    for previous, cut in zip([None, *cuts], cuts, strict=False):
+    for previous, cut, ids in zip([None, *ran.cuts], ran.cuts, ran.holdings, strict=False):
         assert previous is None or cut.watermark > previous.watermark
-        ids = check_cut(cut, journal)
         assert seen <= ids, f"cut {cut.cut_id} lost transfers of the cut before"
         seen = ids
-    assert seen == journal, "the last cut after the writer stopped misses or invents transfers"
-    assert len(journal) > 50
+    assert seen == ran.journal and len(ran.journal) > 50
     events = _asset_events("streambed://lakehouse/bank/balances")
     assert sorted(event["cut_id"] for event in events) == [1, 2, 3, 4, 5, 6]
-    assert {event["watermark_lsn"] for event in events} == {str(cut.watermark) for cut in cuts}
+    assert {event["watermark_lsn"] for event in events} == {str(cut.watermark) for cut in ran.cuts}
 
 
 def test_failed_member_retry_and_cleared_publish(bank_connections: dict[str, str], pg_dsn: str,

@@ -3,11 +3,11 @@ connection, ``refresh_once(spark_remote=...)``, and a server that is down."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -16,7 +16,7 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember, StreambedRefreshGroup
-from airflow_provider_streambed.examples.bank import Writer, load_bank, move_money
+from airflow_provider_streambed.examples.bank import load_bank, move_money
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.local import refresh_once
@@ -24,39 +24,20 @@ from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.postgres import free_port
 from tests.integration.airflow.bank import check_cut
-from tests.integration.airflow.conftest import rerun, sync_dags
+from tests.integration.airflow.conftest import START, WriterRuns, rerun, sync_dags
 from tests.integration.airflow.members import FLAKY_FLAG
 
 pytestmark = pytest.mark.slow
-START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
 
 
-def test_bank_on_a_connect_server_under_the_writer(bank_connections: dict[str, str], pg_dsn: str,
+def test_bank_on_a_connect_server_under_the_writer(run_bank_under_writer: Callable[..., WriterRuns],
                                                   spark_connect_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from example_bank import bank
-
     address = urlparse(spark_connect_url)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST", json.dumps(
         {"conn_type": "spark_connect", "host": address.hostname, "port": address.port}))
-    load_bank(pg_dsn)
-    with DAG("bank_connect", schedule=None, start_date=START, max_active_runs=1) as dag:
-        StreambedRefreshGroup(bank, spark_conn_id="spark_connect_test")
-    sync_dags(dag)
-    writer = Writer(pg_dsn)
-    writer.start()
-    try:
-        for run in range(3):
-            dag_run = dag.test(logical_date=START + dt.timedelta(hours=run))
-            assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
-    finally:
-        journal = set(writer.stop())
-    assert dag.test(logical_date=START + dt.timedelta(hours=3)).state == "success"
-    cuts = CutReader(bank_connections, bank).list()
-    assert [cut.cut_id for cut in cuts] == [1, 2, 3, 4]
-    for cut in cuts:
-        check_cut(cut, journal)
-    assert check_cut(cuts[-1], journal) == journal and len(journal) > 20
+    ran = run_bank_under_writer("bank_connect", 3, spark_conn_id="spark_connect_test")  # cuts 1..4, each checked
+    assert len(ran.journal) > 20
 
 
 def test_a_server_that_is_down_fails_retryably_and_publishes_nothing(
