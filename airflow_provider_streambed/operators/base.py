@@ -66,17 +66,17 @@ class StreambedBaseOperator(BaseOperator):
         source = getattr(self, "source_conn_id", None)  # capture and publish use the source
         names = {"catalog": f"connection {self.catalog_conn_id!r}",
                  "source": f"connection {source!r}" if source else None}
-        with naming_dependencies(**names):
-            catalog, ledger = StreambedCatalogHook(self.catalog_conn_id).get_catalog_and_ledger()
-        run = steps.Run(self.group, run_key, catalog, ledger)
-        with naming_dependencies(**names, warehouse=staging_of(catalog)):
-            try:
-                with steps.settling(run, will_retry=will_retry(context)):
-                    return self.run_step(context, run)
-            except Exception as error:
-                if is_final(error):
-                    raise AirflowFailException(f"{type(error).__name__}: {error}") from error
-                raise
+        try:
+            with naming_dependencies(**names):
+                catalog, ledger = StreambedCatalogHook(self.catalog_conn_id).get_catalog_and_ledger()
+            run = steps.Run(self.group, run_key, catalog, ledger)
+            with naming_dependencies(**names, warehouse=staging_of(catalog)), \
+                    steps.settling(run, will_retry=will_retry(context)):
+                return self.run_step(context, run)
+        except Exception as error:  # a final error (a wrong setting too) fails the task without its retries
+            if is_final(error):
+                raise AirflowFailException(f"{type(error).__name__}: {error}") from error
+            raise
 
     def run_step(self, context: Context, run: steps.Run) -> dict[str, Any]:
         """The step itself; returns its XCom."""
