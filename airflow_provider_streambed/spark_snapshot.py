@@ -13,38 +13,18 @@ positions into position-delete rows with the Iceberg field ids, for a new delete
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-
 from pyarrow import fs
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.staging import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
+from airflow_provider_streambed.staging.file_names import file_names
 
 #: Spark 4.2 reads Parquet ``TIME`` columns (PostgreSQL ``time``) only with this setting on.
 TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 #: Columns :meth:`SnapshotScan.rows` adds with ``positions=True``: the row's file name and position.
 ROW_FILE, ROW_POS = "_row_file", "_row_pos"
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9._=-]+")
-
-
-def file_names(uris: tuple[str, ...]) -> dict[str, str]:
-    """Each data file's name (the last path segment) mapped to its URI.
-
-    Raises:
-        RefreshError: two files share a name, or a name has characters Spark would URL-encode.
-    """
-    names = {uri: uri.rsplit("/", 1)[-1] for uri in uris}
-    shared = sorted(name for name, count in Counter(names.values()).items() if count > 1)
-    if shared:
-        raise RefreshError(f"data files share the names {shared[:3]}; position deletes cannot tell them apart")
-    odd = sorted(name for name in names.values() if not _PLAIN_NAME.fullmatch(name))
-    if odd:
-        raise RefreshError(f"data file names {odd[:3]} have characters outside [A-Za-z0-9._=-]")
-    return {name: uri for uri, name in names.items()}
 
 
 def with_field_ids(frame: DataFrame) -> DataFrame:

@@ -40,7 +40,6 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.refresh.mirror import MirrorInput
-from airflow_provider_streambed.spark_snapshot import file_names
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,
@@ -50,6 +49,7 @@ from airflow_provider_streambed.staging import (
     SEQ,
     TOAST_MARKER_PREFIX,
 )
+from airflow_provider_streambed.staging.file_names import file_names
 from airflow_provider_streambed.staging.members import parquet_type
 from airflow_provider_streambed.staging.records import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS
 

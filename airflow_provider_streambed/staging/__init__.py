@@ -15,8 +15,9 @@ A record whose file exists is complete (it is written after everything it names)
 skips the work behind every record it finds for the same watermark. Paths are URIs
 (``file://``, ``s3://``, ...) read and written through ``pyarrow.fs``. The capture step, the
 Spark job and the publish step all import this package: :mod:`.paths`, :mod:`.json_io`,
-:mod:`.changelog` (segment columns), :mod:`.records` (the records) and :mod:`.members` (a
-member's staged output; pyspark only for type hints).
+:mod:`.changelog` (segment columns), :mod:`.records` (the records), :mod:`.file_names` (data
+file names for position deletes) and :mod:`.members` (a member's staged output; pyspark only for
+type hints).
 """
 
 from __future__ import annotations

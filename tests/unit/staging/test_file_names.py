@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.spark_snapshot import file_names
+from airflow_provider_streambed.staging.file_names import file_names
 
 
 def test_file_names_map_back_to_the_uris() -> None:
