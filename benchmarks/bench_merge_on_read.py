@@ -38,7 +38,8 @@ from pyspark.sql import functions as F
 from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.job import merge
-from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
+from airflow_provider_streambed.refresh.mirror import merge_mirror
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.spark_snapshot import ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture, stage_member_output
 from airflow_provider_streambed.testing.spark import local_spark_session

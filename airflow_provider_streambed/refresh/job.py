@@ -27,7 +27,8 @@ from airflow_provider_streambed.refresh.members import (
     first_lines,
     sql_member_frame,
 )
-from airflow_provider_streambed.refresh.mirror import MirrorInput, MirrorOutput, merge_mirror
+from airflow_provider_streambed.refresh.mirror import MirrorOutput, merge_mirror
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
 from airflow_provider_streambed.refresh.mirror_local import (
     IN_PROCESS_MERGE_CONF,
     LocalMirrorOutput,
@@ -244,23 +245,6 @@ def _stage_mirror(
         incremental=output.incremental and not adopted, deletes=output.deletes,
         reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
         base_snapshot_id=spec.previous_snapshots.get(source.member.name),
-    )
-
-
-def mirror_input(spec: JobSpec, group: RefreshGroup, member: Mirror, capture: TableCapture) -> MirrorInput:
-    """What the mirror's merge reads. A mirror copied this run starts from its copy, taken as the
-    previous snapshot: the copy's files become the mirror's first data files as they are (the
-    changes delete their changed rows by position) unless the mirror must be written whole."""
-    if capture.bootstrap:
-        return MirrorInput(group.name, member, capture, SnapshotFiles(capture.copy_files))
-    return MirrorInput(
-        group=group.name,
-        member=member,
-        capture=capture,
-        previous=spec.previous_snapshot(member.name),
-        previous_key_columns=spec.previous_key_columns.get(member.name, ()),
-        previous_watermark=spec.prev_watermark,
-        rewrite=spec.rewrite.get(member.name, ""),
     )
 
 

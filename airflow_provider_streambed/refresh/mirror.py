@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import reduce
 from operator import and_, or_
 from typing import Any, NamedTuple
@@ -28,9 +28,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
-from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.schema import check_mirror_schema
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import (
@@ -41,8 +40,6 @@ from airflow_provider_streambed.staging import (
     OP_TRUNCATE,
     SEQ,
     TOAST_MARKER_PREFIX,
-    SnapshotFiles,
-    TableCapture,
 )
 
 logger = logging.getLogger(__name__)
@@ -60,31 +57,6 @@ RANGED_TYPES = (IntegralType, StringType, DecimalType, DateType)
 EARLIER_PREFIX = "__earlier_"
 #: File size a mirror written whole over its previous files aims at (Spark's default split size).
 TARGET_FILE_BYTES = 128 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class MirrorInput:
-    """What one mirror's merge reads.
-
-    Attributes:
-        group: the group's name (for messages).
-        member: the mirror declaration.
-        capture: the run's changelog of the mirrored table.
-        previous: the mirror's files in the previous cut (no data files: none before the first).
-        previous_key_columns: the mirror's key in the previous cut (empty: not known).
-        previous_watermark: the previous cut's W. Changes committed before it are in the previous
-            files already: a capture that began before that cut was published replays them, and
-            they are dropped (an append-only mirror would otherwise hold them twice).
-        rewrite: a reason to write the mirror whole (compaction); empty: merge-on-read.
-    """
-
-    group: str
-    member: Mirror
-    capture: TableCapture
-    previous: SnapshotFiles = field(default_factory=SnapshotFiles)
-    previous_key_columns: tuple[str, ...] = ()
-    previous_watermark: Lsn | None = None
-    rewrite: str = ""
 
 
 @dataclass(frozen=True, slots=True)

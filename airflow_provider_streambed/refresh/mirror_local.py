@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.refresh.mirror import MirrorInput
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,

@@ -16,8 +16,9 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import mirror_local
-from airflow_provider_streambed.refresh.job import mirror_input, run_job
-from airflow_provider_streambed.refresh.mirror import MirrorInput, merge_mirror
+from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.mirror import merge_mirror
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, merge_in_process
 from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
