@@ -39,7 +39,7 @@ from airflow_provider_streambed.refresh import build_job_spec, collect_member_ma
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
 from airflow_provider_streambed.refresh.job import stage_in_process
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
-from airflow_provider_streambed.refresh.plan import members_to_compute
+from airflow_provider_streambed.refresh.work import members_to_compute
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     JobSpec,

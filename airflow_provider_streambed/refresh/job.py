@@ -35,8 +35,7 @@ from airflow_provider_streambed.refresh.mirror_local import (
     in_process_enabled,
     merge_in_process,
 )
-from airflow_provider_streambed.refresh.plan import members_to_compute
-from airflow_provider_streambed.refresh.work import definition_digest
+from airflow_provider_streambed.refresh.work import definition_digest, members_to_compute
 from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
     CaptureManifest,

@@ -28,7 +28,7 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.connect import CONNECT_VARIABLES
-from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, definition_digest, plan_work
+from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     CaptureManifest,
@@ -39,7 +39,7 @@ from airflow_provider_streambed.staging import (
     write_json,
 )
 from airflow_provider_streambed.staging.inputs import local_copies
-from airflow_provider_streambed.staging.members import ERROR_MARKER, staged_manifest
+from airflow_provider_streambed.staging.members import ERROR_MARKER
 
 logger = logging.getLogger(__name__)
 
@@ -120,22 +120,6 @@ def build_job_spec(
         logger.info("group=%s W=%s cut=%d: no member changed; no Spark application is needed", group.name,
                     spec.watermark, spec.cut_number)
     return spec
-
-
-def members_to_compute(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
-    """The spec's computed members (or ``members`` of them) with no output staged for W from their
-    current definition (and, when incremental, on the previous snapshot the spec reads): what a
-    Spark application still has to compute. Empty: start none."""
-    group = RefreshGroup.from_dict(spec.group)
-    wanted = {name.lower() for name in members}
-
-    def staged(name: str) -> bool:
-        found = staged_manifest(spec.staging_root, name, spec.watermark, definition_digest(group.member(name)))
-        return found is not None and spec.fits(found)
-
-    return tuple(
-        name for name in spec.computed_members() if (not wanted or name.lower() in wanted) and not staged(name)
-    )
 
 
 def _previous_tables(catalog: Catalog, group: RefreshGroup, previous: CutRecord) -> dict[str, tuple[Table, int]]:

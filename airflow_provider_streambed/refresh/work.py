@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, member_fields
-from airflow_provider_streambed.staging import TableCapture
+from airflow_provider_streambed.staging import JobSpec, TableCapture
+from airflow_provider_streambed.staging.members import staged_manifest
 
 #: Snapshot summary property holding the digest of the member definition the snapshot was made from.
 DEFINITION_PROPERTY = "streambed.definition"
@@ -103,3 +104,19 @@ def _compute_reason(
     recomputed = {name.lower() for name, planned in work.items() if planned.compute}
     changed = [source for source in member.sources if source.lower() in recomputed]
     return f"sources {', '.join(changed)} recomputed" if changed else None
+
+
+def members_to_compute(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
+    """The spec's computed members (or ``members`` of them) with no output staged for W from their
+    current definition (and, when incremental, on the previous snapshot the spec reads): what a
+    Spark application still has to compute. Empty: start none."""
+    group = RefreshGroup.from_dict(spec.group)
+    wanted = {name.lower() for name in members}
+
+    def staged(name: str) -> bool:
+        found = staged_manifest(spec.staging_root, name, spec.watermark, definition_digest(group.member(name)))
+        return found is not None and spec.fits(found)
+
+    return tuple(
+        name for name in spec.computed_members() if (not wanted or name.lower() in wanted) and not staged(name)
+    )
