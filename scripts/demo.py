@@ -24,7 +24,7 @@ from pathlib import Path
 
 from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, Writer, cut_problems, load_bank
 from airflow_provider_streambed.read import Cut, CutReader
-from airflow_provider_streambed.refresh.plan import LOCAL_CONF
+from airflow_provider_streambed.refresh.submit import LOCAL_CONF
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 
 logger = logging.getLogger(__name__)

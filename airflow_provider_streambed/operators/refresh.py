@@ -164,7 +164,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         """
         from airflow_provider_streambed.dependencies import check_spark_reachable
         from airflow_provider_streambed.refresh import job_application
-        from airflow_provider_streambed.refresh.plan import spark_submit_executable
+        from airflow_provider_streambed.refresh.submit import spark_submit_executable
 
         connection = self.check_spark_connection()
 

@@ -6,13 +6,8 @@ here; the Spark job lives in :mod:`.job` (run by spark-submit through ``spark_en
 
 from __future__ import annotations
 
-from airflow_provider_streambed.refresh.plan import (
-    build_job_spec,
-    job_application,
-    job_arguments,
-    run_local_spark_submit,
-    write_job_spec,
-)
+from airflow_provider_streambed.refresh.plan import build_job_spec, write_job_spec
+from airflow_provider_streambed.refresh.submit import job_application, job_arguments, run_local_spark_submit
 from airflow_provider_streambed.staging.members import collect_member_manifests
 
 __all__ = [

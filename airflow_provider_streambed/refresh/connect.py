@@ -16,13 +16,10 @@ from contextlib import contextmanager
 
 from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.refresh.submit import CONNECT_VARIABLES
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 
 logger = logging.getLogger(__name__)
-
-
-#: Environment variables by which pyspark decides, process-wide, that it talks to Spark Connect.
-CONNECT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 def run_on_connect(

@@ -1,21 +1,14 @@
-"""Planning a refresh: the job spec from the ledger and catalog, and how to submit the job.
+"""Planning a refresh: the run's job spec, built from the ledger and catalog, and written for the job.
 
 The spec carries paths, W and names only (never credentials): the previous cut's W and number
 from the ledger, each mirror's previous Parquet files as pyiceberg plans them for the cut's
-snapshot, and the capture manifest of this run. Submitting is the caller's business
-(``SparkSubmitHook`` in Airflow); :func:`run_local_spark_submit` runs the venv's spark-submit
-for code without Airflow (tests, benchmarks, ``refresh_once``).
+snapshot, and the capture manifest of this run. Submitting the job is :mod:`.submit`'s.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import subprocess
-import sys
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -23,11 +16,9 @@ from pyiceberg.table import Table
 from airflow_provider_streambed.catalog import plan_snapshot, staging_of
 from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
-from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
-from airflow_provider_streambed.refresh.connect import CONNECT_VARIABLES
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
@@ -39,17 +30,8 @@ from airflow_provider_streambed.staging import (
     write_json,
 )
 from airflow_provider_streambed.staging.inputs import local_copies
-from airflow_provider_streambed.staging.members import ERROR_MARKER
 
 logger = logging.getLogger(__name__)
-
-#: Defaults for a local run: small shuffles and no UI keep a short job short.
-LOCAL_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.driver.memory": "1g",
-    "spark.sql.adaptive.enabled": "true",
-}
 
 
 def build_job_spec(
@@ -179,79 +161,3 @@ def write_job_spec(spec: JobSpec) -> str:
     if read_json(uri) != spec.to_dict():
         write_json(uri, spec.to_dict())
     return uri
-
-
-def job_application() -> str:
-    """Path of the script spark-submit runs (``refresh/spark_entry.py``)."""
-    return str(Path(__file__).with_name("spark_entry.py"))
-
-
-def job_arguments(spec_uri: str, members: Sequence[str] = ()) -> list[str]:
-    """The application arguments: the spec URI, and ``--members`` for one application per member."""
-    arguments = [spec_uri]
-    if members:
-        arguments += ["--members", ",".join(members)]
-    return arguments
-
-
-def spark_submit_executable() -> str:
-    """spark-submit from PATH, else next to this Python.
-
-    Raises:
-        RefreshError: there is none: pyspark-client alone (without the ``spark-submit`` extra)
-            has no launcher; the message says what to install or use instead.
-    """
-    executable = shutil.which("spark-submit") or str(Path(sys.executable).with_name("spark-submit"))
-    if not Path(executable).exists():
-        raise RefreshError(
-            "spark-submit is not installed here: install airflow-provider-streambed[spark-submit] (full pyspark "
-            "and Java), or run the refresh on a Spark Connect server (a spark_connect connection, or spark_remote)"
-        )
-    return executable
-
-
-def spark_submit_command(
-    spec_uri: str, master: str = "local[2]", conf: Mapping[str, str] | None = None, members: Sequence[str] = ()
-) -> list[str]:
-    """The spark-submit command line (:func:`spark_submit_executable`)."""
-    command = [spark_submit_executable(), "--master", master]
-    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
-        command += ["--conf", f"{key}={value}"]
-    return [*command, job_application(), *job_arguments(spec_uri, members)]
-
-
-def run_local_spark_submit(
-    spec_uri: str, master: str = "local[2]", conf: Mapping[str, str] | None = None, members: Sequence[str] = ()
-) -> None:
-    """Run the job with spark-submit in a subprocess, the driver using this Python and import path.
-
-    Raises:
-        SparkUnavailableError: a ``spark://`` master cannot be reached (nothing was submitted).
-        RefreshError: the application failed; the message carries the job's own error line
-            (naming the failed members) or the last error lines of spark-submit's output.
-    """
-    check_spark_reachable(master)
-    command = spark_submit_command(spec_uri, master, conf, members)
-    bin_dir = str(Path(sys.executable).parent)
-    environment = {
-        **{name: value for name, value in os.environ.items() if name not in CONNECT_VARIABLES},
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(path or os.getcwd() for path in sys.path),
-        "PATH": os.pathsep.join([os.environ.get("PATH", ""), bin_dir]),
-    }
-    logger.info("spark-submit master=%s spec=%s members=%s", master, spec_uri, ",".join(members) or "all")
-    completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
-    if completed.returncode != 0:
-        summary = _error_summary(completed.stdout, completed.stderr)
-        raise RefreshError(f"spark-submit failed (exit {completed.returncode}): {summary}")
-
-
-def _error_summary(stdout: str, stderr: str) -> str:
-    """The job's own error line if it printed one (Spark passes the driver's stderr to stdout)."""
-    marked = [line.split(ERROR_MARKER, 1)[1] for line in (stdout + stderr).splitlines() if ERROR_MARKER in line]
-    if marked:
-        return " ".join(marked)
-    lines = [line for line in stderr.splitlines() if " INFO " not in line and " WARN " not in line]
-    errors = [line for line in lines if "Error" in line or "Exception" in line]
-    return " | ".join((errors or lines)[-5:])

@@ -1,4 +1,4 @@
-"""Planning the refresh job: spec round trip, ordering, spark-submit arguments, error lines."""
+"""Planning the refresh job: spec round trip, ordering, spec checks, collecting staged members."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.refresh import collect_member_manifests, job_application, job_arguments
+from airflow_provider_streambed.refresh import collect_member_manifests
 from airflow_provider_streambed.refresh.job import check_spec
-from airflow_provider_streambed.refresh.plan import _error_summary, spark_submit_command
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
 
 GROUP = RefreshGroup(
@@ -58,36 +57,12 @@ def test_members_run_in_dependency_order() -> None:
     assert [member.name for member in GROUP.topological_members()] == ["orders", "totals", "report"]
 
 
-def test_job_arguments_and_command() -> None:
-    assert Path(job_application()).name == "spark_entry.py"
-    assert Path(job_application()).is_file()
-    assert job_arguments("file:///s/spec.json") == ["file:///s/spec.json"]
-    assert job_arguments("file:///s/spec.json", ["orders", "totals"]) == [
-        "file:///s/spec.json",
-        "--members",
-        "orders,totals",
-    ]
-    command = spark_submit_command("file:///s/spec.json", "local[2]", {"spark.sql.shuffle.partitions": "8"})
-    assert command[1:3] == ["--master", "local[2]"]
-    assert "spark.sql.shuffle.partitions=8" in command
-    assert "spark.sql.shuffle.partitions=4" not in command
-    assert "spark.ui.enabled=false" in command
-    assert command[-2:] == [job_application(), "file:///s/spec.json"]
-
-
 def test_check_spec_refuses_w_not_after_previous_and_unknown_members(tmp_path: Path) -> None:
     check_spec(_spec(tmp_path), GROUP)
     with pytest.raises(InvalidWatermarkError, match=r"group 'shop', run 'run1': W=0/1000 is not after the last cut's"):
         check_spec(_spec(tmp_path, watermark=Lsn.parse("0/1000")), GROUP)
     with pytest.raises(RefreshError, match=r"group 'shop', run 'run1': unknown members \['nope'\]"):
         check_spec(_spec(tmp_path, members=("nope",)), GROUP)
-
-
-def test_error_summary_prefers_the_job_error_line() -> None:
-    stdout = "noise\n12:00 INFO x STREAMBED-ERROR: group 'g', member 'm': boom\n"
-    assert _error_summary(stdout, "") == "group 'g', member 'm': boom"
-    stderr = "26/01/01 INFO Spark: fine\njava.lang.OutOfMemoryError: heap\n"
-    assert _error_summary("", stderr) == "java.lang.OutOfMemoryError: heap"
 
 
 def test_collect_member_manifests_names_missing_members(tmp_path: Path) -> None:
