@@ -27,14 +27,10 @@ from airflow_provider_streambed.refresh.members import (
     first_lines,
     sql_member_frame,
 )
-from airflow_provider_streambed.refresh.mirror import MirrorOutput, merge_mirror
+from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
-from airflow_provider_streambed.refresh.mirror_local import (
-    IN_PROCESS_MERGE_CONF,
-    LocalMirrorOutput,
-    in_process_enabled,
-    merge_in_process,
-)
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled, merge_in_process
+from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
 from airflow_provider_streambed.refresh.work import definition_digest, members_to_compute
 from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
@@ -187,7 +183,7 @@ def _compute(
         if capture is None:
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
         source = mirror_input(spec, group, member, capture)
-        return _stage_mirror(spec, source, merge(spark, source), definition)
+        return stage_mirror(spec, source, merge(spark, source), definition)
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
     if isinstance(member, SqlMember):
         with sql_member_frame(spark, group, member, sources) as frame:
@@ -225,26 +221,12 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, .
         try:
             source = mirror_input(spec, group, member, capture)
             if (output := merge_in_process(source)) is not None:
-                _stage_mirror(spec, source, output, definition_digest(member))
+                stage_mirror(spec, source, output, definition_digest(member))
                 staged.append(member.name)
         except Exception:  # whatever it is, the Spark application computes the member again and reports
             logger.warning("group=%s member=%s W=%s: the in-process merge failed; Spark merges it", group.name,
                            member.name, spec.watermark, exc_info=True)
     return tuple(staged)
-
-
-def _stage_mirror(
-    spec: JobSpec, source: MirrorInput, output: MirrorOutput | LocalMirrorOutput, definition: str
-) -> MemberManifest:
-    """Stage a mirror's merge output: a bootstrap copy merged on read is adopted as its first files."""
-    capture = source.capture
-    adopted = source.previous.data if capture.bootstrap and output.incremental else ()
-    return stage_member_output(
-        output.rows, spec.staging_root, source.member.name, spec.watermark, capture.key_columns, definition,
-        incremental=output.incremental and not adopted, deletes=output.deletes,
-        reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
-        base_snapshot_id=spec.previous_snapshots.get(source.member.name),
-    )
 
 
 def _source_files(

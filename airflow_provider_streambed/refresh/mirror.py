@@ -4,7 +4,7 @@ New state = previous cut's rows + changes in ``[W_prev, W)``: the last image per
 ``(_commit_lsn, _seq)`` wins, deletes remove, a truncate removes every earlier row, and
 unchanged-TOAST markers take the value of the key's previous image.
 
-The output is merge-on-read (:class:`MirrorOutput` ``incremental``): new data files hold only the
+The output is merge-on-read (:class:`~.mirror_output.MirrorOutput` ``incremental``): new data files hold only the
 last images of changed keys, and position deletes remove the previous rows of those keys from
 the files that hold them; every other file of the previous snapshot stays as it is. Finding
 those rows reads only the key columns (plus unchanged-TOAST columns, when the changelog has
@@ -19,7 +19,6 @@ import datetime as dt
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import reduce
 from operator import and_, or_
 from typing import Any, NamedTuple
@@ -30,6 +29,7 @@ from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, Str
 
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
 from airflow_provider_streambed.refresh.schema import check_mirror_schema
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import (
@@ -57,24 +57,6 @@ RANGED_TYPES = (IntegralType, StringType, DecimalType, DateType)
 EARLIER_PREFIX = "__earlier_"
 #: File size a mirror written whole over its previous files aims at (Spark's default split size).
 TARGET_FILE_BYTES = 128 * 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class MirrorOutput:
-    """A mirror's merge result.
-
-    Attributes:
-        rows: the mirror's whole table, or (``incremental``) the rows to add to the previous snapshot.
-        deletes: (``incremental``) position-delete rows over the previous snapshot's files; ``None``
-            when nothing is deleted.
-        incremental: whether ``rows`` and ``deletes`` apply on top of the previous snapshot.
-        reason: why the output is whole or incremental, for logs and the staged manifest.
-    """
-
-    rows: DataFrame
-    deletes: DataFrame | None
-    incremental: bool
-    reason: str
 
 
 def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:

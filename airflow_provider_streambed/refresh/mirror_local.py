@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
 
 import duckdb
 import numpy as np
@@ -40,6 +39,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,
@@ -74,23 +74,6 @@ _FILE, _POS = "__streambed_file", "file_row_number"  # a previous row's file and
 def in_process_enabled(setting: object) -> bool:
     """Whether the value of :data:`IN_PROCESS_MERGE_CONF` (``true`` when unset) lets mirrors merge in-process."""
     return str(setting).strip().lower() != "false"
-
-
-@dataclass(frozen=True, slots=True)
-class LocalMirrorOutput:
-    """An in-process merge's result, always incremental (see :class:`.mirror.MirrorOutput`).
-
-    Attributes:
-        rows: the new images of the changed keys, shaped as the previous snapshot's files.
-        deletes: position-delete rows (:data:`DELETE_SCHEMA`) over the previous snapshot's files;
-            ``None`` when nothing is deleted.
-        reason: ``merge-on-read``, or ``append-only`` for a mirror without a key.
-    """
-
-    rows: pa.Table
-    deletes: pa.Table | None
-    reason: str
-    incremental: bool = True
 
 
 def merge_in_process(source: MirrorInput) -> LocalMirrorOutput | None:

@@ -20,6 +20,7 @@ from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, merge_in_process
+from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
@@ -136,7 +137,7 @@ def test_a_value_the_previous_files_refuse_leaves_the_merge_to_spark(
 
 
 def merge_one_update(tmp_path: Path, previous: pa.Table, key: tuple[str, ...], changed: dict[str, object],
-                     directory: str = "previous") -> mirror_local.LocalMirrorOutput | None:
+                     directory: str = "previous") -> LocalMirrorOutput | None:
     """``merge_in_process`` of one update of the previous file's first row."""
     path = tmp_path / directory / "part-0.parquet"
     path.parent.mkdir(parents=True)
