@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.exceptions import RefreshError, StreambedError
 from airflow_provider_streambed.refresh.members import (
@@ -31,10 +30,10 @@ from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled, merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
+from airflow_provider_streambed.refresh.spec import check_spec, read_captures
 from airflow_provider_streambed.refresh.work import definition_digest, members_to_compute
 from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
-    CaptureManifest,
     JobSpec,
     MemberManifest,
     SnapshotFiles,
@@ -74,20 +73,6 @@ def share_session(spark: SparkSession) -> None:
         spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)  # type: ignore[union-attr]
 
 
-def check_spec(spec: JobSpec, group: RefreshGroup) -> None:
-    """Refuse a spec whose W is not after the previous cut's, or that names unknown members.
-
-    Raises:
-        InvalidWatermarkError: W is at or before the previous cut's W (final).
-        RefreshError: a requested member is not in the group.
-    """
-    check_after_last_cut(group.name, spec.run_key, spec.watermark, spec.prev_watermark)
-    names = {member.name.lower() for member in group.members}
-    unknown = [name for name in spec.members if name.lower() not in names]
-    if unknown:
-        raise RefreshError(f"group {group.name!r}, run {spec.run_key!r}: unknown members {unknown}")
-
-
 def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> dict[str, MemberManifest]:
     """Compute and stage the requested members (``members``, else the spec's), never carried ones.
 
@@ -105,7 +90,7 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
         member for member in group.topological_members()
         if member.name.lower() in requested and member.name.lower() not in carried
     ]
-    captures = _captures(spec, group)
+    captures = read_captures(spec, group)
     staged: dict[str, MemberManifest] = {}
     failures: dict[str, str] = {}
 
@@ -154,20 +139,6 @@ def _attempt(
         return first_lines(error)
 
 
-def _captures(spec: JobSpec, group: RefreshGroup) -> dict[str, TableCapture]:
-    data = read_json(spec.capture_manifest)
-    if data is None:
-        where = f"group {group.name!r}, run {spec.run_key!r}"
-        raise RefreshError(f"{where}: no capture manifest at {spec.capture_manifest}")
-    manifest = CaptureManifest.from_dict(data)
-    if manifest.watermark != spec.watermark:
-        raise RefreshError(
-            f"group {group.name!r}, run {spec.run_key!r}: capture manifest has W={manifest.watermark}, "
-            f"job spec has W={spec.watermark}"
-        )
-    return {table.member.lower(): table for table in manifest.tables}
-
-
 def _compute(
     spark: SparkSession,
     spec: JobSpec,
@@ -211,7 +182,7 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, .
     """
     group = RefreshGroup.from_dict(spec.group)
     check_spec(spec, group)
-    captures = _captures(spec, group)
+    captures = read_captures(spec, group)
     staged = []
     for name in members_to_compute(spec, members):
         member = group.member(name)

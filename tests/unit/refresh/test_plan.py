@@ -10,7 +10,7 @@ from airflow_provider_streambed.declarations import Mirror, PythonMember, Refres
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import collect_member_manifests
-from airflow_provider_streambed.refresh.job import check_spec
+from airflow_provider_streambed.refresh.spec import check_spec
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
 
 GROUP = RefreshGroup(
