@@ -37,7 +37,7 @@ from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
-from airflow_provider_streambed.refresh.job import stage_in_process
+from airflow_provider_streambed.refresh.in_process import stage_in_process
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
 from airflow_provider_streambed.refresh.work import members_to_compute
 from airflow_provider_streambed.staging import (

@@ -31,7 +31,7 @@ from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled, merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
-from airflow_provider_streambed.refresh.work import definition_digest, members_to_compute
+from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
     JobSpec,
@@ -170,34 +170,6 @@ def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirro
     session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
     local = in_process_enabled(spark.conf.get(IN_PROCESS_MERGE_CONF, "true"))
     return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
-
-
-def stage_in_process(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
-    """Merge and stage here, before any Spark application, each mirror of the spec (or of
-    ``members``) still to compute that the in-process merge takes; returns their names.
-
-    A run whose work is all such mirrors then submits no Spark application, and the one it
-    submits skips them (their output is staged for W). A mirror the in-process merge does not
-    take, or that fails here (logged), is left to the application, which reports its error.
-    """
-    group = RefreshGroup.from_dict(spec.group)
-    check_spec(spec, group)
-    captures = read_captures(spec, group)
-    staged = []
-    for name in members_to_compute(spec, members):
-        member = group.member(name)
-        capture = captures.get(member.name.lower())
-        if not isinstance(member, Mirror) or capture is None:
-            continue
-        try:
-            source = mirror_input(spec, group, member, capture)
-            if (output := merge_in_process(source)) is not None:
-                stage_mirror(spec, source, output, definition_digest(member))
-                staged.append(member.name)
-        except Exception:  # whatever it is, the Spark application computes the member again and reports
-            logger.warning("group=%s member=%s W=%s: the in-process merge failed; Spark merges it", group.name,
-                           member.name, spec.watermark, exc_info=True)
-    return tuple(staged)
 
 
 def _source_files(
