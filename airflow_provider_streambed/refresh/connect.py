@@ -40,7 +40,8 @@ def run_on_connect(
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
     from pyspark.sql import SparkSession
 
-    from airflow_provider_streambed.refresh.job import REQUIRED_CONF, run_job
+    from airflow_provider_streambed.refresh.job import run_job
+    from airflow_provider_streambed.refresh.session import REQUIRED_CONF
 
     where = describe_remote(url, connection)
     check_spark_reachable(url, connection)

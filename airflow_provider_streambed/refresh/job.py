@@ -30,9 +30,9 @@ from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled, merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
+from airflow_provider_streambed.refresh.session import build_session, quiet_py4j, share_session
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
 from airflow_provider_streambed.refresh.work import definition_digest
-from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
 from airflow_provider_streambed.staging import (
     JobSpec,
     MemberManifest,
@@ -51,26 +51,6 @@ logger = logging.getLogger(__name__)
 #: Mirrors are computed concurrently, up to this many at once (their Spark jobs share the
 #: application: small merges overlap their latencies); derived members follow one by one.
 MIRROR_THREADS = 4
-#: Settings the job needs whatever the user's Spark configuration says.
-REQUIRED_CONF = {
-    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.sql.session.timeZone": "UTC",
-    TIME_TYPE_CONF: "true",
-}
-
-
-def share_session(spark: SparkSession) -> None:
-    """Make ``spark`` the active session of this thread's JVM thread (classic Spark; Connect does it per request).
-
-    A Python thread's Spark calls run on a JVM thread of their own, where no session is active,
-    and Spark 4.2 reads some settings from the thread's active session only: without this, a
-    ``time`` column fails with ``UNSUPPORTED_TIME_TYPE`` in a thread whatever the session says.
-    Private API (``_jvm``, ``_jsparkSession``): no public one sets the JVM's active session;
-    ``tests/integration/refresh/test_threads.py`` checks the upstream behaviour it works around.
-    """
-    session = getattr(spark, "_jsparkSession", None)
-    if session is not None:
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)  # type: ignore[union-attr]
 
 
 def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> dict[str, MemberManifest]:
@@ -187,23 +167,6 @@ def _source_files(
     if manifest is None:
         raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
     return previous.then(manifest)
-
-
-def quiet_py4j() -> None:
-    """Keep py4j's per-call INFO lines out of the logs.
-
-    Besides the noise, its "Closing down clientserver connection" line is logged from a finalizer
-    at interpreter exit, when the log streams may be closed already ("--- Logging error ---").
-    """
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
-
-def build_session(app_name: str) -> SparkSession:
-    """The application's Spark session, with the settings the job needs."""
-    builder = SparkSession.builder.appName(app_name)
-    for key, value in REQUIRED_CONF.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 def main(argv: Sequence[str]) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.job import REQUIRED_CONF, quiet_py4j
+from airflow_provider_streambed.refresh.session import REQUIRED_CONF, quiet_py4j
 from airflow_provider_streambed.refresh.submit import LOCAL_CONF
 
 
