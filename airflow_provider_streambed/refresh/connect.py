@@ -37,6 +37,8 @@ def run_on_connect(
         RefreshError: the server cannot be reached (naming the connection and server), or
             members failed.
     """
+    # pyspark (and the job, which imports it) load when a run starts: local.py imports this module,
+    # and a refresh_once whose mirrors all merge in-process needs no pyspark. No circle is dodged.
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
     from pyspark.sql import SparkSession
 
