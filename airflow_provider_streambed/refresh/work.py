@@ -1,4 +1,4 @@
-"""Which members a run must compute, and which carry their previous snapshot into the new cut.
+"""Which members a run must compute, which carry their previous snapshot into the new cut, and which are left.
 
 Work follows the changelog (DESIGN section 9). A mirror whose source table has no change in
 ``[W_prev, W)`` keeps its previous snapshot; so does a derived member none of whose sources is
@@ -7,8 +7,9 @@ when its table's columns changed, and when its definition changed since its snap
 (the digest of the declaration is stored with every snapshot). A run in which every member
 carries submits no Spark application and still publishes a cut at its new W.
 
-Pure functions: no Spark, no catalog; :func:`~airflow_provider_streambed.refresh.plan.build_job_spec`
-reads what the previous cut knows and passes it in.
+No Spark, no catalog: :func:`~airflow_provider_streambed.refresh.plan.build_job_spec` reads what
+the previous cut knows and passes it in, and :func:`members_to_compute` reads only the run's
+staged manifests (what an earlier try, a copy adopted as is or the in-process merge staged).
 """
 
 from __future__ import annotations
