@@ -214,11 +214,13 @@ def test_the_spark_job_imports_neither_capture_nor_publish() -> None:
 
 
 def test_the_in_process_path_imports_no_pyspark() -> None:
-    """The refresh task stages in-process mirrors (DuckDB) on a worker that may have no pyspark."""
+    """The refresh task stages in-process mirrors (DuckDB) on a worker that may have no pyspark: the
+    steps it composes and ``refresh_once`` load without it (a Spark run imports pyspark when it starts)."""
     code = (
         "import sys\n"
         "sys.modules['pyspark'] = None  # every import of pyspark or a submodule of it fails\n"
         f"import {PACKAGE}.refresh.in_process, {PACKAGE}.refresh.mirror_local, {PACKAGE}.refresh.work\n"
+        f"import {PACKAGE}.steps, {PACKAGE}.local\n"
     )
     path = os.pathsep.join([str(SOURCE.parent), os.environ.get("PYTHONPATH", "")])
     result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": path},
