@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from airflow_provider_streambed.exceptions import ExpiryConflictError, LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.tables import BuiltMember, MemberPlan
+from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
 
 logger = logging.getLogger(__name__)
 

@@ -60,6 +60,7 @@ from airflow_provider_streambed.publish.draft import (
     check_unchanged,
     run_watermark,
 )
+from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
 from airflow_provider_streambed.publish.rest import (
     TRANSACTIONS_ENDPOINT,
     UNAVAILABLE,
@@ -75,8 +76,6 @@ from airflow_provider_streambed.publish.rest import (
     table_change,
 )
 from airflow_provider_streambed.publish.tables import (
-    BuiltMember,
-    MemberPlan,
     MemoTransaction,
     build_carried,
     build_member,

@@ -10,7 +10,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import PublishConflictError, PublishError, RunSupersededError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.tables import MemberPlan
+from airflow_provider_streambed.publish.members import MemberPlan
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY
 from airflow_provider_streambed.staging import MemberManifest
 

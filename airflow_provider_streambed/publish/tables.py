@@ -20,7 +20,6 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 from urllib.parse import urlparse
@@ -59,7 +58,7 @@ from airflow_provider_streambed.exceptions import (
     PublishError,
     StaleOutputError,
 )
-from airflow_provider_streambed.ledger import CutMember
+from airflow_provider_streambed.publish.members import BuiltMember, MemberFiles, MemberPlan
 from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
@@ -80,50 +79,6 @@ def run_data_dir(table_location: str, run_key: str) -> str:
     """Where a run's staged files live once published into a table: ``<table>/data/<run dir name>``
     (:func:`~airflow_provider_streambed.staging.paths.run_dir_name`)."""
     return f"{table_location.rstrip('/')}/data/{run_dir_name(run_key)}"
-
-
-@dataclass(frozen=True, slots=True)
-class MemberPlan:
-    """One member's table before the cut, and where its next metadata file goes.
-
-    Attributes:
-        member: member name.
-        identifier: ``(namespace, table)``.
-        table: the current table, or a staged new table on first use.
-        base_location: the current metadata location (``None``: the table does not exist yet).
-        new_location: where the new metadata file is written (the group commit points there);
-            empty for a REST catalog, whose server writes it.
-    """
-
-    member: str
-    identifier: tuple[str, str]
-    table: Table
-    base_location: str | None
-    new_location: str
-
-    @property
-    def table_name(self) -> str:
-        """``namespace.table``."""
-        return ".".join(self.identifier)
-
-
-@dataclass(frozen=True, slots=True)
-class BuiltMember:
-    """A member's next snapshot, written to a metadata file that the commit makes current.
-
-    Attributes:
-        plan: the member's plan.
-        snapshot_id: the cut's snapshot of the member table.
-        metadata_location: the metadata file holding it.
-    """
-
-    plan: MemberPlan
-    snapshot_id: int
-    metadata_location: str
-
-    def cut_member(self) -> CutMember:
-        """The ledger's row for this member in the cut."""
-        return CutMember(self.plan.member, self.plan.table_name, self.snapshot_id, self.metadata_location)
 
 
 def parallel(function: Callable[[T], R], items: Iterable[T], location: str) -> list[R]:
@@ -229,22 +184,6 @@ def new_table_schema(
     except (pa.ArrowInvalid, OSError) as error:
         raise DamagedOutputError(f"member {manifest.member!r}: staged file {source} is not readable Parquet "
                                  f"({error})", manifest.member) from error
-
-
-@dataclass(frozen=True, slots=True)
-class MemberFiles:
-    """A member's files for one cut, moved into its table.
-
-    Attributes:
-        data: Parquet data files: the member's whole table, or (``incremental``) added to its
-            previous snapshot.
-        deletes: position-delete files over the previous snapshot's data files (``incremental``).
-        incremental: whether the files apply on top of the previous snapshot (a :class:`RowDelta`).
-    """
-
-    data: tuple[str, ...]
-    deletes: tuple[str, ...] = ()
-    incremental: bool = False
 
 
 def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str) -> None:
