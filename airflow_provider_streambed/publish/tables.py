@@ -58,8 +58,8 @@ from airflow_provider_streambed.exceptions import (
     PublishError,
     StaleOutputError,
 )
+from airflow_provider_streambed.publish.iceberg.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.publish.members import BuiltMember, MemberFiles, MemberPlan
-from airflow_provider_streambed.publish.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
 from airflow_provider_streambed.staging.members import parquet_type

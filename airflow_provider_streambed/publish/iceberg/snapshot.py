@@ -53,7 +53,7 @@ from pyiceberg.table.update.snapshot import _new_manifest_list_file_name, _Overw
 from pyiceberg.typedef import EMPTY_DICT
 
 from airflow_provider_streambed.exceptions import PublishError
-from airflow_provider_streambed.publish.manifests import (
+from airflow_provider_streambed.publish.iceberg.manifests import (
     DeleteManifestWriter,
     ReusedFormatManifestListWriter,
     ReusedFormatManifestWriter,

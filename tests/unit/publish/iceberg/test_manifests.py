@@ -11,7 +11,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest, write_manifest_list
 from pyiceberg.table import Table
 
-from airflow_provider_streambed.publish.manifests import (
+from airflow_provider_streambed.publish.iceberg.manifests import (
     ReusedFormatManifestListWriter,
     ReusedFormatManifestWriter,
     read_live_entries,
