@@ -60,6 +60,7 @@ from airflow_provider_streambed.publish.draft import (
     check_unchanged,
     run_watermark,
 )
+from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction
 from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
 from airflow_provider_streambed.publish.rest import (
     TRANSACTIONS_ENDPOINT,
@@ -76,7 +77,6 @@ from airflow_provider_streambed.publish.rest import (
     table_change,
 )
 from airflow_provider_streambed.publish.tables import (
-    MemoTransaction,
     build_carried,
     build_member,
     check_staged_output,
