@@ -49,10 +49,10 @@ from airflow_provider_streambed.exceptions import (
     PublishError,
     StaleOutputError,
 )
+from airflow_provider_streambed.publish.expiry import ExpiryPlan, stage_retention
 from airflow_provider_streambed.publish.iceberg.snapshot import ReplaceAll, RowDelta
 from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction, apply_updates
 from airflow_provider_streambed.publish.members import BuiltMember, MemberFiles, MemberPlan
-from airflow_provider_streambed.retention.plan import ExpiryPlan, stage_retention
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
 from airflow_provider_streambed.staging.members import parquet_type
 from airflow_provider_streambed.staging.paths import run_dir_name

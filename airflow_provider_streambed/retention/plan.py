@@ -3,8 +3,8 @@
 A cut is due when it is not among the newest ``keep_last``, was published before
 ``now - keep_newer_than`` and is not pinned (:func:`due_cuts`, pure). :func:`plan_expiry` reads
 the due cuts' members from the ledger and lists, per member table, the cuts' tags and the
-snapshots no kept cut uses; :func:`stage_retention` stages their removal on a pyiceberg
-``Transaction`` (a snapshot that a remaining tag or branch still names is never removed).
+snapshots no kept cut uses (an :class:`~airflow_provider_streambed.publish.expiry.ExpiryPlan`, which
+the commit stages: :func:`~airflow_provider_streambed.publish.expiry.stage_retention`).
 
 Retention also bounds each member table's metadata log: a table that does not set
 ``write.metadata.previous-versions-max`` gets it set to ``keep_last`` by the next commit, so
@@ -14,14 +14,11 @@ the metadata files kept for the log grow with the retention, not with Iceberg's 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-
-from pyiceberg.table import TableProperties, Transaction
-from pyiceberg.table.update.snapshot import ExpireSnapshots, ManageSnapshots
+from collections.abc import Collection, Sequence
 
 from airflow_provider_streambed.declarations import CutRetention, RefreshGroup
 from airflow_provider_streambed.ledger import CutHead, Ledger, cut_tag
+from airflow_provider_streambed.publish.expiry import ExpiryPlan, TableExpiry
 
 #: At most this many cuts expire in one commit, so one run's expiry work stays bounded; a
 #: backlog (retention just turned on) shrinks by this much per publish or ``cuts expire``.
@@ -44,39 +41,6 @@ def due_cuts(
     older = heads[: max(0, len(heads) + adding - retention.keep_last)]
     cutoff = now - retention.keep_newer_than
     return tuple(head.cut_id for head in older if not head.pinned and head.published_at < cutoff)[:limit]
-
-
-@dataclass(frozen=True, slots=True)
-class TableExpiry:
-    """What expiring cuts removes from one member table.
-
-    Attributes:
-        tags: the expired cuts' tags.
-        snapshot_ids: the expired cuts' snapshots of the table that no kept cut uses.
-    """
-
-    tags: tuple[str, ...]
-    snapshot_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ExpiryPlan:
-    """The cuts of a group that expire in one commit, and per member table what goes.
-
-    Attributes:
-        group: the group name.
-        cut_ids: the expiring cuts.
-        tables: per table identifier (``namespace.table``), its :class:`TableExpiry`.
-        previous_versions: the metadata log length for tables that set none (``None``: no retention).
-    """
-
-    group: str
-    cut_ids: tuple[int, ...] = ()
-    tables: Mapping[str, TableExpiry] = field(default_factory=dict)
-    previous_versions: int | None = None
-
-    def __bool__(self) -> bool:
-        return bool(self.cut_ids)
 
 
 def plan_expiry(
@@ -113,33 +77,3 @@ def plan_expiry(
         for table in tags
     }
     return ExpiryPlan(group.name, tuple(sorted(cuts)), tables, idle.previous_versions)
-
-
-def stage_retention(transaction: Transaction, table: str, plan: ExpiryPlan) -> None:
-    """Stage on ``transaction`` (of table ``namespace.table``) what ``plan`` removes from it, and
-    the metadata log bound when the table sets none."""
-    if (expiry := plan.tables.get(table)) is not None:
-        stage_expiry(transaction, expiry)
-    properties = transaction.table_metadata.properties
-    if plan.previous_versions is not None and TableProperties.METADATA_PREVIOUS_VERSIONS_MAX not in properties:
-        transaction.set_properties({TableProperties.METADATA_PREVIOUS_VERSIONS_MAX: str(plan.previous_versions)})
-
-
-def stage_expiry(transaction: Transaction, expiry: TableExpiry) -> None:
-    """Stage on ``transaction`` the removal of the expired tags, then of the snapshots no ref names.
-
-    Tags and snapshots already gone are skipped, so a plan applies to any later state of the table.
-    """
-    refs = transaction.table_metadata.refs
-    tags = [tag for tag in expiry.tags if tag in refs]
-    if tags:
-        with ManageSnapshots(transaction) as manage:
-            for tag in tags:
-                manage.remove_tag(tag)
-    metadata = transaction.table_metadata
-    named = {ref.snapshot_id for ref in metadata.refs.values()}
-    removable = [snapshot for snapshot in expiry.snapshot_ids
-                 if snapshot not in named and metadata.snapshot_by_id(snapshot) is not None]
-    if removable:
-        with ExpireSnapshots(transaction) as expire:
-            expire.by_ids(removable)

@@ -35,11 +35,12 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish.attempts import Attempt
+from airflow_provider_streambed.publish.expiry import ExpiryPlan
 from airflow_provider_streambed.publish.tables import run_data_dir
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.retention.gc import collect_garbage, path_of
 from airflow_provider_streambed.retention.maintenance import apply_retention
-from airflow_provider_streambed.retention.plan import ExpiryPlan, plan_expiry
+from airflow_provider_streambed.retention.plan import plan_expiry
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.spark import local_spark_session
 from tests.integration.publish.helpers import bank_tables, stage, stage_delta
