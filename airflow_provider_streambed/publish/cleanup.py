@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pyarrow import fs
 
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
-from airflow_provider_streambed.publish.tables import run_data_dir
+from airflow_provider_streambed.publish.staged import run_data_dir
 from airflow_provider_streambed.staging import delete_dir, group_staging_dir, join, staging_root
 
 logger = logging.getLogger(__name__)

@@ -45,6 +45,7 @@ from airflow_provider_streambed.exceptions import (
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.publish.attempts import Attempt, settled, sweep_attempts
+from airflow_provider_streambed.publish.build import build_carried, build_member, stage_cut_updates
 from airflow_provider_streambed.publish.cleanup import clean_staging
 from airflow_provider_streambed.publish.commit import (
     AlreadyPublished,
@@ -76,16 +77,8 @@ from airflow_provider_streambed.publish.rest import (
     supports_transactions,
     table_change,
 )
-from airflow_provider_streambed.publish.tables import (
-    build_carried,
-    build_member,
-    check_staged_output,
-    current_pointers,
-    move_staged_files,
-    parallel,
-    plan_members,
-    stage_cut_updates,
-)
+from airflow_provider_streambed.publish.staged import check_staged_output, move_staged_files
+from airflow_provider_streambed.publish.tables import current_pointers, parallel, plan_members
 from airflow_provider_streambed.retention.plan import plan_expiry
 from airflow_provider_streambed.staging import (
     MemberManifest,

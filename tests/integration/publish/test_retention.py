@@ -36,7 +36,7 @@ from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish.attempts import Attempt
 from airflow_provider_streambed.publish.expiry import ExpiryPlan
-from airflow_provider_streambed.publish.tables import run_data_dir
+from airflow_provider_streambed.publish.staged import run_data_dir
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.retention.gc import collect_garbage, path_of
 from airflow_provider_streambed.retention.maintenance import apply_retention

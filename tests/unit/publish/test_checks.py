@@ -17,7 +17,9 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import check_capability
 from airflow_provider_streambed.publish.attempts import Attempt, attempt_state
 from airflow_provider_streambed.publish.cut import run_watermark
-from airflow_provider_streambed.publish.tables import parallel, run_data_dir, same_schema
+from airflow_provider_streambed.publish.schema import same_schema
+from airflow_provider_streambed.publish.staged import run_data_dir
+from airflow_provider_streambed.publish.tables import parallel
 from airflow_provider_streambed.staging import MemberManifest
 from tests.integration.publish.helpers import make_group
 

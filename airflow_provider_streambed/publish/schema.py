@@ -1,0 +1,51 @@
+"""Widening a member table's schema to its staged output's: new columns, promoted types."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyiceberg.exceptions import ResolveError, ValidationError
+from pyiceberg.schema import Schema
+from pyiceberg.table import Transaction
+
+from airflow_provider_streambed.exceptions import OutputSchemaError
+from airflow_provider_streambed.staging.members import parquet_type
+
+
+def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
+    """Whether a staged output's Arrow schema is the table's schema (no update needed): the same
+    columns in order, of the same types and nullability. pyiceberg gives large strings and
+    binaries where Parquet files hold plain ones; Iceberg does not tell them apart. A nested
+    type compares as is (a mismatch only costs the schema update's dry run)."""
+
+    def shape(of: pa.Schema) -> list[tuple[str, pa.DataType, bool]]:
+        return [(field.name, parquet_type(field.type), field.nullable) for field in of]
+
+    return shape(schema.as_arrow()) == shape(arrow_schema)
+
+
+def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
+    """Widen the table's schema to a staged output's: new columns, promoted types (int to long).
+    Stages nothing when the output's schema is the table's (the common case: a schema update
+    costs milliseconds per member, a comparison microseconds).
+
+    Raises:
+        OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
+            names the member (the table's name), the columns and both types.
+    """
+    if same_schema(transaction.table_metadata.schema(), arrow_schema):
+        return
+    try:
+        with transaction.update_schema() as update:
+            update.union_by_name(arrow_schema)
+    except (ResolveError, ValidationError, ValueError) as error:
+        current = transaction.table_metadata.schema().as_arrow()
+        changed = [
+            f"{field.name} {current.field(field.name).type} -> {field.type}" for field in arrow_schema
+            if field.name in current.names and parquet_type(current.field(field.name).type) != parquet_type(field.type)
+        ]
+        identifier = transaction._table.name()
+        raise OutputSchemaError(
+            f"member {identifier[-1]!r}: its output does not fit table {'.'.join(identifier)}: "
+            f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "
+            "longer decimal); fix the member, or drop its table to start it anew", identifier[-1],
+        ) from error
