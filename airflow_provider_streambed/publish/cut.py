@@ -1,14 +1,16 @@
 """Publishing one run's staged member outputs as the group's next cut, atomically and idempotently.
 
 Steps: check the catalog can commit a group (before any work); return the run's cut if the
-ledger has it; check the manifests (every member, one W, W above the last cut); load every
-member table (one pointer query); move the staged files into the tables; record the attempt;
-plan the expiry of cuts the group's retention lets go; build and write each member's new
-metadata (in parallel on remote storage); swap all pointers, record the cut and expire the old
-ones in one transaction (:mod:`.commit`); then delete this run's staging, abandoned runs' staging
-and the metadata files of dead attempts, and apply the retention to what the commit could not
-take (:mod:`airflow_provider_streambed.retention.maintenance`). The caller advances the
-replication slot afterwards.
+ledger has it; check the manifests (every member, one W, W above the last cut); then the
+strategy the catalog and the group's atomicity call for: on a SQL catalog (:mod:`.sql`) load
+every member table (one pointer query); move the staged files into the tables; record the
+attempt; plan the expiry of cuts the group's retention lets go; build and write each member's
+new metadata (in parallel on remote storage); swap all pointers, record the cut and expire the
+old ones in one transaction. Per table (:mod:`.per_table`), each member commits on its own. Then
+delete this run's staging, abandoned runs' staging and the metadata files of dead attempts, and
+apply the retention to what the commit could not take
+(:mod:`airflow_provider_streambed.retention.maintenance`). The caller advances the replication
+slot afterwards.
 
 On a REST catalog (:mod:`.rest`) the steps differ after the checks: the member tables are loaded
 through the catalog and a cut it holds but the ledger lacks is recorded first; the staged files
@@ -20,73 +22,33 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Collection, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import CommitTableRequest, CreateTableTransaction, Table, Transaction
+from pyiceberg.table import Table
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.catalog import staging_of, warehouse_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogCapabilityError,
-    CatalogUnavailableError,
     ExpiryConflictError,
     PublishConflictError,
     PublishError,
-    RunSupersededError,
     StagedOutputError,
     UnpublishableRunError,
 )
-from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
-from airflow_provider_streambed.ledger.schema import now
-from airflow_provider_streambed.publish.attempts import Attempt, settled, sweep_attempts
-from airflow_provider_streambed.publish.build import build_carried, build_member, stage_cut_updates
+from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.publish.attempts import sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
-from airflow_provider_streambed.publish.commit import (
-    AlreadyPublished,
-    BeforeCommit,
-    GroupCommit,
-    group_commit_for,
-    record_cut,
-)
-from airflow_provider_streambed.publish.draft import (
-    CutDraft,
-    carried_members,
-    check_run,
-    check_unchanged,
-    run_watermark,
-)
-from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction
-from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
-from airflow_provider_streambed.publish.rest import (
-    TRANSACTIONS_ENDPOINT,
-    UNAVAILABLE,
-    CutMark,
-    carry_tag,
-    commit_transactions,
-    create_missing_tables,
-    load_members,
-    reaching,
-    reconcile,
-    reconcile_before_run,
-    supports_transactions,
-    table_change,
-)
-from airflow_provider_streambed.publish.staged import check_staged_output, move_staged_files
-from airflow_provider_streambed.publish.tables import current_pointers, parallel, plan_members
-from airflow_provider_streambed.retention.plan import plan_expiry
-from airflow_provider_streambed.staging import (
-    MemberManifest,
-    publishing_marker_uri,
-    read_json,
-    staging_root,
-    write_json,
-)
+from airflow_provider_streambed.publish.draft import CutDraft, carried_members, check_run, run_watermark
+from airflow_provider_streambed.publish.per_table import publish_per_table
+from airflow_provider_streambed.publish.reconcile import reaching, reconcile_before_run, reconciled_members
+from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, publish_rest, supports_transactions
+from airflow_provider_streambed.publish.sql import BeforeCommit, group_commit_for, publish_group
+from airflow_provider_streambed.staging import MemberManifest, publishing_marker_uri, read_json, staging_root
 from airflow_provider_streambed.staging.members import discard_member_output
 
 logger = logging.getLogger(__name__)
@@ -176,7 +138,7 @@ def publish_cut(
             (final) when an earlier attempt had moved files already.
     """
     atomic = check_capability(catalog, group, ledger)
-    tables = _reconciled_members(catalog, ledger, group, run_key) if isinstance(catalog, RestCatalog) else {}
+    tables = reconciled_members(catalog, ledger, group, run_key) if isinstance(catalog, RestCatalog) else {}
     existing = ledger.cut_for_run(group.name, run_key)
     last = ledger.last_cut(group.name)
     if existing is None and last is not None and last.run_key == run_key:
@@ -219,16 +181,16 @@ def _publish(
     """Publish the drafted cut the way the catalog and the group's atomicity call for."""
     if atomic and isinstance(catalog, RestCatalog):
         with reaching(catalog, "retry the run: it first looks in the catalog for a cut this publish committed"):
-            return _publish_rest(catalog, ledger, draft, root, tables)
+            return publish_rest(catalog, ledger, draft, root, tables)
     if atomic:
         commit = group_commit_for(catalog)
         assert isinstance(catalog, SqlCatalog) and commit is not None  # pointers and attempts: its tables
         try:
-            return _publish_group(catalog, ledger, draft, root, commit, before_commit)
+            return publish_group(catalog, ledger, draft, root, commit, before_commit)
         except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
             logger.info("group=%s: %s", draft.group.name, error)
-            return _publish_group(catalog, ledger, draft, root, commit, before_commit)
-    return _publish_per_table(catalog, ledger, draft, root, tables)
+            return publish_group(catalog, ledger, draft, root, commit, before_commit)
+    return publish_per_table(catalog, ledger, draft, root, tables)
 
 
 def _published_meanwhile(ledger: Ledger, group: str, run_key: str) -> CutRecord | None:
@@ -244,39 +206,6 @@ def _published_meanwhile(ledger: Ledger, group: str, run_key: str) -> CutRecord 
         logger.warning("group=%s: cannot look run %s up in the ledger after a failed attempt: %s: %s", group, run_key,
                        type(error).__name__, error)
         return None
-
-
-def _reconciled_members(catalog: RestCatalog, ledger: Ledger, group: RefreshGroup, run_key: str) -> dict[str, Table]:
-    """The member tables that exist, after recording a cut the catalog holds but the ledger lacks.
-
-    Raises:
-        UnpublishableRunError: that cut is another run's: this run's output was computed on the
-            cut before it (a run starting after the reconciliation is planned on it).
-    """
-    with reaching(catalog):
-        tables = load_members(catalog, group.namespace, [member.name for member in group.members])
-        found = reconcile(catalog, ledger, group, tables)
-    if found is not None and found.run_key != run_key:
-        raise UnpublishableRunError(
-            f"run {run_key!r} cannot publish: the catalog held cut {found.cut_id} of run {found.run_key!r}, which "
-            "the ledger lacked (recorded now); this run's output was computed on the cut before it, so the run is "
-            "failed and the group's next run publishes on the new cut"
-        )
-    return tables
-
-
-def _check_then_mark(
-    plans: Mapping[str, MemberPlan], manifests: Mapping[str, MemberManifest], run_key: str, root: str
-) -> None:
-    """Check every member's staged output, then record, before the first staged file moves into
-    a table, that this run's publish began.
-
-    Raises:
-        StagedOutputError: see :func:`check_staged_output`.
-    """
-    for name, manifest in manifests.items():
-        check_staged_output(plans[name], manifest, run_key)
-    write_json(publishing_marker_uri(root), {"run_key": run_key, "started_at": now().isoformat()})
 
 
 def _unusable_output(error: StagedOutputError, root: str, run_key: str) -> PublishError:
@@ -295,132 +224,6 @@ def _unusable_output(error: StagedOutputError, root: str, run_key: str) -> Publi
         "tables, so the member cannot be computed again under this run: the run is failed and the group's next "
         "run publishes a new cut"
     )
-
-
-def _publish_group(
-    catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, root: str, commit: GroupCommit,
-    before_commit: BeforeCommit | None,
-) -> CutRecord:
-    """Atomic publish: every member pointer and the ledger rows in one catalog commit (staged at ``root``)."""
-    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
-    warehouse = warehouse_of(catalog)
-    pointers = current_pointers(catalog, group.namespace, draft.members)
-    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
-    check_unchanged(group.name, plans, draft.last)
-    _check_then_mark(plans, manifests, run_key, root)
-    files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
-    attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
-    tag = cut_tag(group.name, draft.cut_id)
-    expiry = plan_expiry(ledger, group, now(), adding=1, within={plan.table_name for plan in plans.values()})
-
-    def build(plan: MemberPlan) -> BuiltMember:
-        if (kept := draft.carried.get(plan.member)) is not None:
-            return build_carried(plan, kept.snapshot_id, tag, expiry)
-        return build_member(plan, files[plan.member], draft.snapshot_properties(plan.member), tag,
-                            attempt.commit_uuid, expiry)
-
-    try:
-        with settled(catalog, ledger, warehouse, attempt):
-            built = parallel(build, plans.values(), warehouse)
-            return commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
-                          {member.plan.member: member for member in built}, before_commit, expiry.cut_ids)
-    except AlreadyPublished as found:
-        return found.record
-    except IntegrityError as error:
-        raise PublishConflictError(
-            f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={draft.watermark} "
-            "meanwhile; nothing was published"
-        ) from error
-
-
-def _publish_rest(
-    catalog: RestCatalog, ledger: Ledger, draft: CutDraft, root: str, loaded: Mapping[str, Table]
-) -> CutRecord:
-    """Atomic publish through a REST catalog: staged files uploaded into the tables, then every
-    member's snapshot, tag and cut mark in one multi-table commit, then the cut recorded in the
-    ledger (:mod:`.rest`; a lost ledger write is reconciled by the next publish). ``loaded``: the
-    member tables that exist, as loaded for the reconciliation."""
-    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
-    tables = create_missing_tables(catalog, group.namespace, manifests, loaded)
-    plans = {name: MemberPlan(name, (group.namespace, name), tables[name], tables[name].metadata_location, "")
-             for name in draft.members}
-    check_unchanged(group.name, plans, draft.last)
-    _check_then_mark(plans, manifests, run_key, root)
-    remote = plans[next(iter(plans))].table.metadata.location
-    files = parallel(lambda name: move_staged_files(plans[name], manifests[name], run_key), list(manifests), remote)
-    moved = dict(zip(manifests, files, strict=True))
-    tag, mark = cut_tag(group.name, draft.cut_id), CutMark(group.name, draft.cut_id, run_key, draft.watermark)
-    commit_uuid = uuid.uuid4()
-
-    def build(plan: MemberPlan) -> tuple[CommitTableRequest, int]:
-        """The member's part of the commit, and its snapshot in the cut."""
-        transaction = MemoTransaction(plan.table)
-        if (kept := draft.carried.get(plan.member)) is not None:
-            carry_tag(transaction, kept.snapshot_id, tag)
-            return table_change(transaction, mark), kept.snapshot_id
-        snapshot_id = stage_cut_updates(transaction, moved[plan.member], draft.snapshot_properties(plan.member), tag,
-                                        commit_uuid)
-        return table_change(transaction, mark), snapshot_id
-
-    built = dict(zip(plans, parallel(build, plans.values(), remote), strict=True))
-    run = ledger.get_run(group.name, run_key)
-    if run is not None and run.state != RunState.PINNED:  # superseded (by hand) while it was built
-        raise RunSupersededError(f"group {group.name!r}, run {run_key!r} is {run.state.value}, no longer pinned; "
-                                 "nothing was published")
-    if not commit_transactions(catalog, group.name, [change for change, _ in built.values()]):
-        if (record := reconcile(catalog, ledger, group)) is None or record.run_key != run_key:
-            raise PublishError(f"group {group.name!r}, run {run_key!r}: the multi-table commit's outcome is unknown "
-                               "and the catalog does not hold this cut (yet): retry the run, which looks again first")
-        return record
-    try:
-        committed = load_members(catalog, group.namespace, list(plans))
-    except UNAVAILABLE as error:
-        raise CatalogUnavailableError(
-            f"group {group.name!r}, run {run_key!r}: the cut was committed to the catalog, which then stopped "
-            f"answering ({type(error).__name__}) before the cut was recorded; retry the run: it records the cut"
-        ) from error
-    members = {name: CutMember(name, plan.table_name, built[name][1], committed[name].metadata_location)
-               for name, plan in plans.items()}
-    with ledger.begin() as connection:  # a concurrent reconciliation of the cut fails it: see publish_cut
-        if ledger.set_run_state(group.name, run_key, RunState.PINNED, connection, only_from=RunState.SUPERSEDED):
-            logger.warning("group=%s: run %s was superseded while its multi-table commit was in flight; the commit "
-                           "applied, so the run published its cut", group.name, run_key)
-        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
-
-
-def _publish_per_table(
-    catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str, loaded: Mapping[str, Table]
-) -> CutRecord:
-    """Weaker publish: each member committed on its own through pyiceberg, then the cut recorded.
-    ``loaded``: a REST catalog's member tables, as loaded for the reconciliation."""
-    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
-    logger.warning("group=%s: atomicity=per_table, readers may see a half-published cut", group.name)
-    if isinstance(catalog, RestCatalog):  # a REST server creates the tables; pyiceberg cannot stage them
-        loaded = create_missing_tables(catalog, group.namespace, manifests, loaded)
-    else:
-        loaded = load_members(catalog, group.namespace, draft.members)
-    pointers = {name: table.metadata_location for name, table in loaded.items()}
-    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
-    check_unchanged(group.name, plans, draft.last)
-    _check_then_mark(plans, manifests, run_key, root)
-    tag = cut_tag(group.name, draft.cut_id)
-    built = {}
-    for plan in plans.values():
-        if (kept := draft.carried.get(plan.member)) is not None:
-            plan.table.manage_snapshots().create_tag(kept.snapshot_id, tag).commit()
-            location = catalog.load_table(plan.identifier).metadata_location
-            built[plan.member] = BuiltMember(plan, kept.snapshot_id, location)
-            continue
-        files = move_staged_files(plan, manifests[plan.member], run_key)
-        if plan.base_location is None:
-            transaction: Transaction = CreateTableTransaction(plan.table)  # type: ignore[arg-type]  # a StagedTable
-        else:
-            transaction = plan.table.transaction()
-        snapshot_id = stage_cut_updates(transaction, files, draft.snapshot_properties(plan.member), tag, None)
-        built[plan.member] = BuiltMember(plan, snapshot_id, transaction.commit_transaction().metadata_location)
-    with ledger.begin() as connection:
-        members = {name: member.cut_member() for name, member in built.items()}
-        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)
 
 
 def _clean_up(

@@ -1,15 +1,11 @@
-"""The REST catalog's group commit: every member's changes in one ``POST /v1/{prefix}/transactions/commit``.
+"""The REST catalog's strategy: every member's changes in one ``POST /v1/{prefix}/transactions/commit``.
 
 The Iceberg REST spec's multi-table commit applies every table's updates or none: each table's
 requirements (``assert-table-uuid``, ``assert-ref-snapshot-id`` on ``main``) are checked by the
 server, so a writer that changed any member since it was loaded makes the whole cut fail (409).
-
-The ledger of a REST catalog is a SQL database of its own (``streambed.ledger-uri``), written
-after the catalog commit. The commit therefore also writes the table property ``streambed.cut``
-(group, cut id, run key, W) on every member: when the ledger write is lost (a crash, or a
-commit whose answer never came), :func:`reconcile` finds the cut in the catalog and records it
-before anything else is published. Readers that pin cuts through the ledger see the cut once it
-is recorded; readers of the tables' current snapshots see every member of it at once.
+The commit also marks every member with the cut (:class:`~.reconcile.CutMark`); the cut is
+recorded in the ledger after it, and a lost ledger write is recorded from the catalog by the next
+publish or run (:func:`~.reconcile.reconcile`).
 
 pyiceberg 0.12 has no client call for the endpoint. This module is the one place that uses the
 ``RestCatalog``'s private signed session (``_session``) and supported-endpoint set
@@ -19,31 +15,39 @@ pyiceberg 0.12 has no client call for the endpoint. This module is the one place
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+import uuid
+from collections.abc import Mapping
 
 import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import DEFAULT_ENDPOINTS, VIEW_ENDPOINTS, Endpoint, RestCatalog
-from pyiceberg.exceptions import NoSuchTableError, ServerError, ServiceUnavailableError, TooManyRequestsError
 from pyiceberg.table import CommitTableRequest, Namespace, Table, TableIdentifier, Transaction
 from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, TableRequirement
 from pyiceberg.table.update.snapshot import ManageSnapshots
-from sqlalchemy.exc import IntegrityError
 
-from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     CatalogUnavailableError,
-    LedgerError,
     PublishConflictError,
     PublishError,
+    RunSupersededError,
 )
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
-from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish.build import stage_cut_updates
+from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
+from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction
+from airflow_provider_streambed.publish.members import MemberPlan
+from airflow_provider_streambed.publish.reconcile import (
+    CUT_PROPERTY,
+    UNAVAILABLE,
+    CutMark,
+    describe,
+    load_members,
+    reaching,
+    reconcile,
+)
+from airflow_provider_streambed.publish.record import record_cut
+from airflow_provider_streambed.publish.staged import check_then_mark, move_staged_files
 from airflow_provider_streambed.publish.tables import new_table_schema, parallel
 from airflow_provider_streambed.staging import MemberManifest
 
@@ -51,8 +55,6 @@ logger = logging.getLogger(__name__)
 
 #: The multi-table commit of the Iceberg REST spec.
 TRANSACTIONS_ENDPOINT = Endpoint.from_string("POST /v1/{prefix}/transactions/commit")
-#: Table property every member gets with each cut: which cut it belongs to (JSON).
-CUT_PROPERTY = "streambed.cut"
 #: Status codes a server answers for an endpoint it does not have.
 ABSENT = (404, 405, 501)
 #: Status codes after which the commit may or may not have applied (the spec's CommitStateUnknown).
@@ -85,137 +87,10 @@ def supports_transactions(catalog: RestCatalog) -> bool:
                                   "an empty multi-table commit")
 
 
-#: What a REST catalog that is down or overloaded raises: no answer, or pyiceberg's 5xx and 429 errors.
-UNAVAILABLE = (requests.RequestException, ServerError, ServiceUnavailableError, TooManyRequestsError)
-
-
-def describe(catalog: Catalog) -> str:
-    """The catalog's server for messages: its URI without credentials, query or fragment."""
-    parts = urlsplit(str(catalog.properties.get("uri", "")))
-    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-    return f"the REST catalog at {parts.scheme}://{host}{parts.path}"
-
-
-@contextmanager
-def reaching(catalog: Catalog, outcome: str = "nothing was published, retry the run") -> Iterator[None]:
-    """Turn a REST catalog that does not answer, or answers that it cannot now (5xx, 429), into
-    :class:`CatalogUnavailableError` (retryable); ``outcome`` says what that left and what to do."""
-    try:
-        yield
-    except UNAVAILABLE as error:
-        raise CatalogUnavailableError(f"catalog {catalog.name!r}: {describe(catalog)} cannot be reached or cannot "
-                                      f"answer now ({type(error).__name__}); {outcome}") from error
-
-
 def _post_commit(catalog: RestCatalog, changes: list[CommitTableRequest]) -> requests.Response:
     body = '{"table-changes": [' + ",".join(change.model_dump_json() for change in changes) + "]}"
     return catalog._session.post(catalog.url("transactions/commit", prefixed=True), data=body.encode(),
                                  headers={"Content-Type": "application/json"})
-
-
-@dataclass(frozen=True, slots=True)
-class CutMark:
-    """The ``streambed.cut`` property: the cut a member table's current metadata belongs to."""
-
-    group: str
-    cut_id: int
-    run_key: str
-    watermark: Lsn
-
-    def to_json(self) -> str:
-        """The property's value."""
-        return json.dumps({"group": self.group, "cut-id": self.cut_id, "run-key": self.run_key,
-                           "watermark": str(self.watermark)}, sort_keys=True)
-
-    @classmethod
-    def of(cls, table: Table) -> CutMark | None:
-        """The mark on ``table``'s current metadata, if any."""
-        if (value := table.metadata.properties.get(CUT_PROPERTY)) is None:
-            return None
-        data = json.loads(value)
-        return cls(data["group"], int(data["cut-id"]), data["run-key"], Lsn.parse(data["watermark"]))
-
-
-def load_members(catalog: Catalog, namespace: str, members: list[str]) -> dict[str, Table]:
-    """The member tables that exist (loaded in parallel: one request each)."""
-    def load(name: str) -> Table | None:
-        try:
-            return catalog.load_table((namespace, name))
-        except NoSuchTableError:
-            return None
-
-    loaded = parallel(load, members, str(catalog.properties.get("uri", "")))
-    return {name: table for name, table in zip(members, loaded, strict=True) if table is not None}
-
-
-def reconcile(
-    catalog: RestCatalog, ledger: Ledger, group: RefreshGroup, tables: Mapping[str, Table] | None = None
-) -> CutRecord | None:
-    """Record in the ledger a cut the catalog committed but the ledger lacks; returns it, if any.
-
-    The multi-table commit applied to every member or to none, so the members' ``streambed.cut``
-    marks agree; the cut is the next one in the ledger and is recorded with its run.
-
-    Args:
-        tables: the member tables as just loaded (:func:`load_members`); loaded here when not given.
-
-    Raises:
-        PublishError: the members' marks disagree (a member was written outside streambed).
-    """
-    last = ledger.last_cut(group.name)
-    if tables is None:
-        tables = load_members(catalog, group.namespace, [member.name for member in group.members])
-    marks = {name: CutMark.of(table) for name, table in tables.items()}
-    newest = max((mark.cut_id for mark in marks.values() if mark is not None), default=0)
-    following = (last.cut_id if last is not None else 0) + 1
-    if newest < following:
-        return None
-    found = {mark for mark in marks.values() if mark is not None and mark.cut_id == newest}
-    mark = found.pop()
-    if found or newest != following or mark.group != group.name:
-        raise PublishError(
-            f"group {group.name!r}: the member tables are marked with cut {newest} ({sorted(map(str, marks.values()))})"
-            f", but the ledger's next cut is {following}: the ledger and the catalog disagree (a ledger restored "
-            "from an older backup, or tables written outside streambed); nothing was published"
-        )
-    tag = cut_tag(group.name, mark.cut_id)
-    members = {}
-    for name, table in tables.items():
-        if marks[name] != mark:
-            continue  # a member added to the group after that cut
-        if (ref := table.metadata.refs.get(tag)) is None:
-            raise PublishError(f"group {group.name!r}: member {name!r} is marked with cut {mark.cut_id} of run "
-                               f"{mark.run_key!r} but lacks its tag {tag!r}; it was changed outside streambed")
-        members[name] = CutMember(name, ".".join(table.name()), ref.snapshot_id, table.metadata_location)
-    return _record_reconciled(ledger, group.name, mark, members)
-
-
-def _record_reconciled(ledger: Ledger, group: str, mark: CutMark, members: dict[str, CutMember]) -> CutRecord:
-    """Record the cut the catalog holds, unless a concurrent publish or reconciliation did first
-    (then recording it fails, and the cut it recorded is returned)."""
-    try:
-        with ledger.begin() as connection:
-            if ledger.get_run(group, mark.run_key, connection) is not None:  # published, whatever it said
-                ledger.set_run_state(group, mark.run_key, RunState.PINNED, connection)
-            record = ledger.record_cut(connection, group, mark.run_key, mark.watermark, members)
-            ledger.mark_published(connection, group, mark.run_key, mark.watermark, record.cut_id)
-    except (LedgerError, PublishConflictError, IntegrityError):  # recorded concurrently
-        if (recorded := ledger.cut_for_run(group, mark.run_key)) is not None:
-            return recorded
-        raise
-    logger.warning("group=%s cut=%d W=%s: run %s committed this cut to the catalog without recording it; "
-                   "recorded it now", group, record.cut_id, record.watermark, mark.run_key)
-    return record
-
-
-def reconcile_before_run(catalog: Catalog, ledger: Ledger, group: RefreshGroup) -> CutRecord | None:
-    """At the start of a run: on a REST catalog, :func:`reconcile`, so that the run is planned on
-    the cut the catalog holds (a capture and refresh planned on an older cut would compute their
-    changes against the wrong base); nothing on other catalogs."""
-    if not isinstance(catalog, RestCatalog):
-        return None
-    with reaching(catalog):
-        return reconcile(catalog, ledger, group)
 
 
 def create_missing_tables(catalog: Catalog, namespace: str, manifests: Mapping[str, MemberManifest],
@@ -289,3 +164,58 @@ def _error_message(response: requests.Response) -> str:
         return str(response.json()["error"]["message"])[:300]
     except (ValueError, KeyError, TypeError):
         return response.text[:300]
+
+
+def publish_rest(
+    catalog: RestCatalog, ledger: Ledger, draft: CutDraft, root: str, loaded: Mapping[str, Table]
+) -> CutRecord:
+    """Atomic publish through a REST catalog: staged files uploaded into the tables, then every
+    member's snapshot, tag and cut mark in one multi-table commit, then the cut recorded in the
+    ledger (a lost ledger write is reconciled by the next publish: :mod:`.reconcile`). ``loaded``: the
+    member tables that exist, as loaded for the reconciliation."""
+    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
+    tables = create_missing_tables(catalog, group.namespace, manifests, loaded)
+    plans = {name: MemberPlan(name, (group.namespace, name), tables[name], tables[name].metadata_location, "")
+             for name in draft.members}
+    check_unchanged(group.name, plans, draft.last)
+    check_then_mark(plans, manifests, run_key, root)
+    remote = plans[next(iter(plans))].table.metadata.location
+    files = parallel(lambda name: move_staged_files(plans[name], manifests[name], run_key), list(manifests), remote)
+    moved = dict(zip(manifests, files, strict=True))
+    tag, mark = cut_tag(group.name, draft.cut_id), CutMark(group.name, draft.cut_id, run_key, draft.watermark)
+    commit_uuid = uuid.uuid4()
+
+    def build(plan: MemberPlan) -> tuple[CommitTableRequest, int]:
+        """The member's part of the commit, and its snapshot in the cut."""
+        transaction = MemoTransaction(plan.table)
+        if (kept := draft.carried.get(plan.member)) is not None:
+            carry_tag(transaction, kept.snapshot_id, tag)
+            return table_change(transaction, mark), kept.snapshot_id
+        snapshot_id = stage_cut_updates(transaction, moved[plan.member], draft.snapshot_properties(plan.member), tag,
+                                        commit_uuid)
+        return table_change(transaction, mark), snapshot_id
+
+    built = dict(zip(plans, parallel(build, plans.values(), remote), strict=True))
+    run = ledger.get_run(group.name, run_key)
+    if run is not None and run.state != RunState.PINNED:  # superseded (by hand) while it was built
+        raise RunSupersededError(f"group {group.name!r}, run {run_key!r} is {run.state.value}, no longer pinned; "
+                                 "nothing was published")
+    if not commit_transactions(catalog, group.name, [change for change, _ in built.values()]):
+        if (record := reconcile(catalog, ledger, group)) is None or record.run_key != run_key:
+            raise PublishError(f"group {group.name!r}, run {run_key!r}: the multi-table commit's outcome is unknown "
+                               "and the catalog does not hold this cut (yet): retry the run, which looks again first")
+        return record
+    try:
+        committed = load_members(catalog, group.namespace, list(plans))
+    except UNAVAILABLE as error:
+        raise CatalogUnavailableError(
+            f"group {group.name!r}, run {run_key!r}: the cut was committed to the catalog, which then stopped "
+            f"answering ({type(error).__name__}) before the cut was recorded; retry the run: it records the cut"
+        ) from error
+    members = {name: CutMember(name, plan.table_name, built[name][1], committed[name].metadata_location)
+               for name, plan in plans.items()}
+    with ledger.begin() as connection:  # a concurrent reconciliation of the cut fails it: see publish_cut
+        if ledger.set_run_state(group.name, run_key, RunState.PINNED, connection, only_from=RunState.SUPERSEDED):
+            logger.warning("group=%s: run %s was superseded while its multi-table commit was in flight; the commit "
+                           "applied, so the run published its cut", group.name, run_key)
+        return record_cut(ledger, connection, group.name, run_key, draft.watermark, draft.cut_id, members)

@@ -16,10 +16,11 @@ from pyarrow import fs
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import DamagedOutputError, StaleOutputError
+from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction
 from airflow_provider_streambed.publish.members import MemberFiles, MemberPlan
 from airflow_provider_streambed.publish.schema import evolve_schema
-from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest
+from airflow_provider_streambed.staging import DELETE_FILE_PATH, MemberManifest, publishing_marker_uri, write_json
 from airflow_provider_streambed.staging.paths import run_dir_name
 
 
@@ -145,3 +146,17 @@ def relocate_deletes(
     with target_fs.open_output_stream(partial) as stream:
         pq.write_table(table, stream)
     target_fs.move(partial, target_path)
+
+
+def check_then_mark(
+    plans: Mapping[str, MemberPlan], manifests: Mapping[str, MemberManifest], run_key: str, root: str
+) -> None:
+    """Check every member's staged output, then record, before the first staged file moves into
+    a table, that this run's publish began.
+
+    Raises:
+        StagedOutputError: see :func:`check_staged_output`.
+    """
+    for name, manifest in manifests.items():
+        check_staged_output(plans[name], manifest, run_key)
+    write_json(publishing_marker_uri(root), {"run_key": run_key, "started_at": now().isoformat()})

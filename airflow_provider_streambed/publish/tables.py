@@ -26,10 +26,7 @@ from sqlalchemy import select
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import warehouse_of
-from airflow_provider_streambed.exceptions import (
-    DamagedOutputError,
-    PublishError,
-)
+from airflow_provider_streambed.exceptions import DamagedOutputError, PublishError
 from airflow_provider_streambed.publish.members import MemberPlan
 from airflow_provider_streambed.publish.staged import moved_path
 from airflow_provider_streambed.staging import MemberManifest

@@ -24,9 +24,8 @@ from airflow_provider_streambed.exceptions import (
 )
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish import commit as commit_module
-from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.publish import sql as sql_module
 from airflow_provider_streambed.staging import group_staging_dir, read_member_manifest, staging_root
 from airflow_provider_streambed.staging.members import file_sizes
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage, stage_delta
@@ -173,14 +172,14 @@ def test_a_writer_racing_the_build_is_caught_by_compare_and_swap(
                                                               bank_tables(1)))
     manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
     before = catalog.load_table(f"ns.{other}").metadata_location
-    real_commit = commit_module.commit_group
+    real_commit = sql_module.commit_group
 
     def racing_commit(*args: object, **kwargs: object) -> object:
         # another writer commits to the raced table after this cut read it, before the pointer swap
         catalog.load_table(f"ns.{raced}").append(bank_tables(7)[raced])
         return real_commit(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(commit_module, "commit_group", racing_commit)
+    monkeypatch.setattr(sql_module, "commit_group", racing_commit)
     metadata_before = _metadata_files(catalog, other)
     with pytest.raises(PublishConflictError, match=rf"member '{raced}': table ns.{raced} was changed by another"):
         publish_cut(catalog, ledger, group, "run2", manifests)
@@ -274,7 +273,7 @@ def test_a_first_cut_whose_files_moved_before_a_crash_publishes_on_retry(
     def crash(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the publisher died after moving the staged files")
 
-    monkeypatch.setattr(publish_cut_module, "build_member", crash)
+    monkeypatch.setattr(sql_module, "build_member", crash)
     with pytest.raises(RuntimeError, match="died after moving"):
         publish_cut(catalog, ledger, group, "run1", manifests)
     monkeypatch.undo()

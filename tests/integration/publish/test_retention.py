@@ -32,8 +32,8 @@ from airflow_provider_streambed.declarations import CutRetention, RefreshGroup, 
 from airflow_provider_streambed.exceptions import CutExpiredError, CutNotFoundError
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish import cut as publish_cut_module
 from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.publish import sql as sql_module
 from airflow_provider_streambed.publish.attempts import Attempt
 from airflow_provider_streambed.publish.expiry import ExpiryPlan
 from airflow_provider_streambed.publish.staged import run_data_dir
@@ -336,7 +336,7 @@ def test_a_pin_during_a_publish_is_kept_and_the_publish_plans_again(
         planned.append(plan.cut_ids)
         return plan
 
-    monkeypatch.setattr(publish_cut_module, "plan_expiry", plan_then_pin)
+    monkeypatch.setattr(sql_module, "plan_expiry", plan_then_pin)
     assert publish_run(catalog, ledger, GROUP, 4).cut_id == 4
     assert planned == [(1,), ()]
     assert [(cut.cut_id, cut.pinned_at is not None) for cut in ledger.list_cuts("bank")] == [

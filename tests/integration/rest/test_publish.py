@@ -22,11 +22,11 @@ from airflow_provider_streambed.exceptions import (
 )
 from airflow_provider_streambed.ledger import Ledger, RunState, cut_tag
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish import cut as cut_module
 from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.publish import reconcile as reconcile_module
 from airflow_provider_streambed.publish import rest as rest_module
 from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, RUN_KEY_PROPERTY
-from airflow_provider_streambed.publish.rest import reconcile_before_run
+from airflow_provider_streambed.publish.reconcile import reconcile_before_run
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.staging import MemberManifest
 from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
@@ -195,7 +195,7 @@ def commit_without_recording(catalog: Catalog, ledger: Ledger, group: RefreshGro
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
-        patched.setattr(cut_module, "record_cut", crash)
+        patched.setattr(rest_module, "record_cut", crash)
         publish_cut(catalog, ledger, group, f"run{number}", manifests)
 
 
@@ -228,15 +228,15 @@ def test_two_reconciliations_of_one_cut_both_return_it(
     group = make_group()
     publish_cut(catalog, ledger, group, "run1", stage_run(catalog, ledger, 1))
     commit_without_recording(catalog, ledger, group, 2, monkeypatch)
-    real_load = rest_module.load_members
+    real_load = reconcile_module.load_members
 
     def load_then_lose_the_race(*args: Any) -> dict[str, Any]:
         tables = real_load(*args)
-        monkeypatch.setattr(rest_module, "load_members", real_load)
+        monkeypatch.setattr(reconcile_module, "load_members", real_load)
         assert reconcile_before_run(catalog, ledger, group).run_key == "run2"  # the other process, first
         return tables
 
-    monkeypatch.setattr(rest_module, "load_members", load_then_lose_the_race)
+    monkeypatch.setattr(reconcile_module, "load_members", load_then_lose_the_race)
     record = reconcile_before_run(catalog, ledger, group)
     assert record is not None and (record.cut_id, record.run_key) == (2, "run2")
     assert [(cut.cut_id, cut.run_key) for cut in ledger.list_cuts("bank")] == [(1, "run1"), (2, "run2")]

@@ -17,7 +17,7 @@ from airflow_provider_streambed.examples.bank import Writer, load_bank
 from airflow_provider_streambed.exceptions import CatalogCapabilityError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.local import refresh_once
-from airflow_provider_streambed.publish.rest import CutMark
+from airflow_provider_streambed.publish.reconcile import CutMark
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.staging.inputs import INPUTS_DIR
 from airflow_provider_streambed.testing.spark import local_spark_session

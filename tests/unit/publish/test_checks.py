@@ -16,7 +16,7 @@ from airflow_provider_streambed.ledger import cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import check_capability
 from airflow_provider_streambed.publish.attempts import Attempt, attempt_state
-from airflow_provider_streambed.publish.cut import run_watermark
+from airflow_provider_streambed.publish.draft import run_watermark
 from airflow_provider_streambed.publish.schema import same_schema
 from airflow_provider_streambed.publish.staged import run_data_dir
 from airflow_provider_streambed.publish.tables import parallel

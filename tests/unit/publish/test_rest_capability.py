@@ -21,7 +21,8 @@ from pyiceberg.table import Transaction
 from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.exceptions import CatalogCapabilityError, CatalogUnavailableError
 from airflow_provider_streambed.publish import check_capability
-from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, reaching, supports_transactions
+from airflow_provider_streambed.publish.reconcile import reaching
+from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, supports_transactions
 from tests.integration.publish.helpers import make_group
 
 # pyiceberg cannot tell a listed set from its defaults for servers without a list: this one has a

@@ -1,5 +1,7 @@
-"""The group commit: every member's pointer and the cut's ledger rows in one database transaction.
+"""The SQL catalog's strategy: every member's pointer and the cut's ledger rows in one database transaction.
 
+:func:`publish_group` loads the member tables, moves the staged files in, builds every member's
+next metadata file (with the removals of cuts that expire in the same commit), then commits.
 pyiceberg's ``SqlCatalog.commit_table`` swaps one table's pointer per transaction. A cut needs
 all of them at once, so this module updates the ``iceberg_tables`` rows itself (the layout is
 Iceberg's JDBC catalog's), each with compare-and-swap on the previous metadata location, inserts
@@ -21,10 +23,19 @@ from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import ExpiryConflictError, LedgerError, PublishConflictError
-from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger
+from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
+from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish.attempts import Attempt, settled
+from airflow_provider_streambed.publish.build import build_carried, build_member
+from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
 from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
+from airflow_provider_streambed.publish.record import record_cut
+from airflow_provider_streambed.publish.staged import check_then_mark, move_staged_files
+from airflow_provider_streambed.publish.tables import current_pointers, parallel, plan_members
+from airflow_provider_streambed.retention.plan import plan_expiry
 
 logger = logging.getLogger(__name__)
 
@@ -167,25 +178,37 @@ def commit_group(
     return record
 
 
-def record_cut(
-    ledger: Ledger,
-    connection: Connection,
-    group: str,
-    run_key: str,
-    watermark: Lsn,
-    cut_id: int,
-    members: Mapping[str, CutMember],
+def publish_group(
+    catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, root: str, commit: GroupCommit,
+    before_commit: BeforeCommit | None,
 ) -> CutRecord:
-    """Insert the cut's ledger rows; mark the run published and older pinned runs superseded.
+    """Atomic publish: every member pointer and the ledger rows in one catalog commit (staged at ``root``)."""
+    group, run_key, manifests = draft.group, draft.run_key, draft.manifests
+    warehouse = warehouse_of(catalog)
+    pointers = current_pointers(catalog, group.namespace, draft.members)
+    plans = plan_members(catalog, group.namespace, draft.members, manifests, pointers, run_key)
+    check_unchanged(group.name, plans, draft.last)
+    check_then_mark(plans, manifests, run_key, root)
+    files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
+    attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
+    tag = cut_tag(group.name, draft.cut_id)
+    expiry = plan_expiry(ledger, group, now(), adding=1, within={plan.table_name for plan in plans.values()})
 
-    Raises:
-        PublishConflictError: another cut took ``cut_id`` meanwhile, or the run is no longer pinned.
-    """
-    record = ledger.record_cut(connection, group, run_key, watermark, members)
-    if record.cut_id != cut_id:
+    def build(plan: MemberPlan) -> BuiltMember:
+        if (kept := draft.carried.get(plan.member)) is not None:
+            return build_carried(plan, kept.snapshot_id, tag, expiry)
+        return build_member(plan, files[plan.member], draft.snapshot_properties(plan.member), tag,
+                            attempt.commit_uuid, expiry)
+
+    try:
+        with settled(catalog, ledger, warehouse, attempt):
+            built = parallel(build, plans.values(), warehouse)
+            return commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
+                          {member.plan.member: member for member in built}, before_commit, expiry.cut_ids)
+    except AlreadyPublished as found:
+        return found.record
+    except IntegrityError as error:
         raise PublishConflictError(
-            f"group {group!r}: cut {record.cut_id - 1} was published while run {run_key!r} built cut {cut_id}; "
-            "nothing was published"
-        )
-    ledger.mark_published(connection, group, run_key, watermark, record.cut_id)
-    return record
+            f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={draft.watermark} "
+            "meanwhile; nothing was published"
+        ) from error
