@@ -40,6 +40,8 @@ from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
 from airflow_provider_streambed.refresh.in_process import stage_in_process
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
 from airflow_provider_streambed.refresh.work import members_to_compute
+from airflow_provider_streambed.retention.maintenance import apply_retention_after_publish
+from airflow_provider_streambed.retention.plan import publish_expiry
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     JobSpec,
@@ -202,7 +204,8 @@ def publish(
     refreshed: Refreshed | None = None,
     staging_retention_hours: float = 24.0,
 ) -> CutRecord | UnchangedRun:
-    """Publish the run's staged members as the group's next cut, then advance the slot to its W.
+    """Publish the run's staged members as the group's next cut (expiring what the group's retention
+    lets go in the same commit, then applying the rest of it), then advance the slot to its W.
 
     A run that had published finishes the slot advance only (a retry after a crash between the
     two); an unchanged run publishes nothing and leaves the slot.
@@ -225,7 +228,9 @@ def publish(
             return UnchangedRun.of(record)
         staged = refreshed or read_refreshed(run)
         cut = publish_cut(run.catalog, run.ledger, run.group, run.run_key, staged.manifests,
-                          carried=staged.spec.carried, staging_retention_hours=staging_retention_hours)
+                          carried=staged.spec.carried, staging_retention_hours=staging_retention_hours,
+                          expire=publish_expiry(run.ledger, run.group))
+        apply_retention_after_publish(run.catalog, run.ledger, run.group)
     with source() as conn:
         advance_slot(conn, run.group, cut.watermark)
     return cut

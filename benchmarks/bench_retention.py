@@ -35,6 +35,8 @@ from airflow_provider_streambed.declarations import CutRetention, RefreshGroup
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.retention.maintenance import apply_retention_after_publish
+from airflow_provider_streambed.retention.plan import publish_expiry
 from tests.integration.publish.helpers import make_group, stage
 
 WINDOW = 50
@@ -73,7 +75,8 @@ class Series:
         manifests = stage(warehouse, self.group.name, run_key, Lsn(k * 100), {n: _frame(k) for n in changed})
         started = time.perf_counter()
         publish_cut(self.catalog, self.ledger, self.group, run_key, manifests,
-                    carried=[n for n in names if n not in changed])
+                    carried=[n for n in names if n not in changed], expire=publish_expiry(self.ledger, self.group))
+        apply_retention_after_publish(self.catalog, self.ledger, self.group)
         self.times.append(time.perf_counter() - started)
 
     def measure_storage(self) -> None:

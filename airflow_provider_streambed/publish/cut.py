@@ -7,10 +7,12 @@ every member table (one pointer query); move the staged files into the tables; r
 attempt; plan the expiry of cuts the group's retention lets go; build and write each member's
 new metadata (in parallel on remote storage); swap all pointers, record the cut and expire the
 old ones in one transaction. Per table (:mod:`.per_table`), each member commits on its own. Then
-delete this run's staging, abandoned runs' staging and the metadata files of dead attempts, and
-apply the retention to what the commit could not take
-(:mod:`airflow_provider_streambed.retention.maintenance`). The caller advances the replication
-slot afterwards.
+delete this run's staging, abandoned runs' staging and the metadata files of dead attempts.
+
+Which cuts expire is the retention's policy: its caller hands publish a planner (``expire``). The
+caller then applies the group's retention to what the commit could not take
+(:func:`airflow_provider_streambed.retention.maintenance.apply_retention_after_publish`, which
+also sweeps dead attempts after its expiry) and advances the replication slot.
 
 On a REST catalog (:mod:`.rest`) the steps differ after the checks: the member tables are loaded
 through the catalog and a cut it holds but the ledger lacks is recorded first; the staged files
@@ -44,6 +46,7 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.publish.attempts import sweep_attempts
 from airflow_provider_streambed.publish.cleanup import clean_staging
 from airflow_provider_streambed.publish.draft import CutDraft, carried_members, check_run, run_watermark
+from airflow_provider_streambed.publish.expiry import ExpiryPlanner
 from airflow_provider_streambed.publish.per_table import publish_per_table
 from airflow_provider_streambed.publish.reconcile import reaching, reconcile_before_run, reconciled_members
 from airflow_provider_streambed.publish.rest import TRANSACTIONS_ENDPOINT, publish_rest, supports_transactions
@@ -110,6 +113,7 @@ def publish_cut(
     carried: Collection[str] = (),
     staging_retention_hours: float = 24.0,
     before_commit: BeforeCommit | None = None,
+    expire: ExpiryPlanner | None = None,
 ) -> CutRecord:
     """Publish the run's staged member outputs as the group's next cut.
 
@@ -123,6 +127,9 @@ def publish_cut(
         carried: the other members: they keep their snapshot of the last cut (tagged with this cut).
         staging_retention_hours: how long staging of pinned (possibly running) runs is kept.
         before_commit: called inside the transaction after the pointer updates (fault injection).
+        expire: plans the expiry of cuts the group's retention lets go, folded into the commit of a
+            SQL catalog (:func:`airflow_provider_streambed.retention.plan.publish_expiry`); ``None``:
+            nothing expires. The caller applies the rest of the retention after the publish.
 
     Returns:
         The cut, also when the run had published it before (then nothing changes), or when a
@@ -157,7 +164,7 @@ def publish_cut(
                      carried_members(group.name, run_key, carried, last))
     root = staging_root(staging_of(catalog), group.name, run_key)
     try:
-        record = _publish(catalog, ledger, draft, root, atomic, tables, before_commit)
+        record = _publish(catalog, ledger, draft, root, atomic, tables, before_commit, expire)
     except Exception as error:
         if (found := _published_meanwhile(ledger, group.name, run_key)) is None:
             if isinstance(error, StagedOutputError):
@@ -176,7 +183,7 @@ def publish_cut(
 
 def _publish(
     catalog: Catalog, ledger: Ledger, draft: CutDraft, root: str, atomic: bool, tables: Mapping[str, Table],
-    before_commit: BeforeCommit | None,
+    before_commit: BeforeCommit | None, expire: ExpiryPlanner | None,
 ) -> CutRecord:
     """Publish the drafted cut the way the catalog and the group's atomicity call for."""
     if atomic and isinstance(catalog, RestCatalog):
@@ -186,10 +193,10 @@ def _publish(
         commit = group_commit_for(catalog)
         assert isinstance(catalog, SqlCatalog) and commit is not None  # pointers and attempts: its tables
         try:
-            return publish_group(catalog, ledger, draft, root, commit, before_commit)
+            return publish_group(catalog, ledger, draft, root, commit, before_commit, expire)
         except ExpiryConflictError as error:  # a pin landed on a cut this commit expired: plan once more
             logger.info("group=%s: %s", draft.group.name, error)
-            return publish_group(catalog, ledger, draft, root, commit, before_commit)
+            return publish_group(catalog, ledger, draft, root, commit, before_commit, expire)
     return publish_per_table(catalog, ledger, draft, root, tables)
 
 
@@ -229,16 +236,15 @@ def _unusable_output(error: StagedOutputError, root: str, run_key: str) -> Publi
 def _clean_up(
     catalog: Catalog, ledger: Ledger, group: RefreshGroup, run_key: str, record: CutRecord, retention: float
 ) -> None:
-    """Delete staging and orphaned metadata, apply the group's retention; failures are logged, never
-    raised (the cut is published)."""
+    """Delete staging and orphaned metadata; failures are logged, never raised (the cut is published).
+
+    With a retention declared, the caller's retention after the publish sweeps dead attempts, after
+    its expiry (which may kill more).
+    """
     try:
-        if isinstance(catalog, SqlCatalog) and group.retention is None:  # apply_retention sweeps after its expiry
+        if isinstance(catalog, SqlCatalog) and group.retention is None:
             sweep_attempts(catalog, ledger, warehouse_of(catalog), group.name)
         locations = [member.table_location for member in record.members.values()]
         clean_staging(ledger, staging_of(catalog), group.name, run_key, locations, retention, catalog.properties)
-        if group.retention is not None and isinstance(catalog, SqlCatalog):
-            from airflow_provider_streambed.retention.maintenance import apply_retention  # it imports this package
-
-            apply_retention(catalog, ledger, group, after_publish=True)
     except Exception as error:  # the cut stands; the next publish sweeps again
         logger.warning("group=%s: cleanup after publish failed: %s", group.name, error)

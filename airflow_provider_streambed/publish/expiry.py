@@ -1,7 +1,8 @@
 """What a commit removes from each member table when cuts expire, and staging that removal.
 
 An :class:`ExpiryPlan` lists, per member table, the expiring cuts' tags and the snapshots no kept
-cut uses (which cuts expire is the retention's policy, :mod:`airflow_provider_streambed.retention`);
+cut uses (which cuts expire is the retention's policy, :mod:`airflow_provider_streambed.retention`,
+handed to a publish as an :data:`ExpiryPlanner`);
 :func:`stage_retention` stages their removal on a pyiceberg ``Transaction`` (a snapshot that a
 remaining tag or branch still names is never removed), and bounds the table's metadata log
 (``write.metadata.previous-versions-max``) when the table sets none.
@@ -9,7 +10,7 @@ remaining tag or branch still names is never removed), and bounds the table's me
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from pyiceberg.table import TableProperties, Transaction
@@ -47,6 +48,13 @@ class ExpiryPlan:
 
     def __bool__(self) -> bool:
         return bool(self.cut_ids)
+
+
+#: Plans what a publish commit expires, given its member tables' identifiers (``namespace.table``):
+#: only cuts whose tables are all among them may expire in it. The retention policy provides it
+#: (:func:`airflow_provider_streambed.retention.plan.publish_expiry`); publish calls it inside each
+#: attempt, so an attempt that lost to a pin plans again.
+ExpiryPlanner = Callable[[Collection[str]], ExpiryPlan]
 
 
 def stage_retention(transaction: Transaction, table: str, plan: ExpiryPlan) -> None:

@@ -26,16 +26,15 @@ from sqlalchemy.exc import IntegrityError
 from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import ExpiryConflictError, LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
-from airflow_provider_streambed.ledger.schema import now
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.attempts import Attempt, settled
 from airflow_provider_streambed.publish.build import build_carried, build_member
 from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
+from airflow_provider_streambed.publish.expiry import ExpiryPlanner
 from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
 from airflow_provider_streambed.publish.record import record_cut
 from airflow_provider_streambed.publish.staged import check_then_mark, move_staged_files
 from airflow_provider_streambed.publish.tables import current_pointers, parallel, plan_members
-from airflow_provider_streambed.retention.plan import plan_expiry
 
 logger = logging.getLogger(__name__)
 
@@ -180,9 +179,10 @@ def commit_group(
 
 def publish_group(
     catalog: SqlCatalog, ledger: Ledger, draft: CutDraft, root: str, commit: GroupCommit,
-    before_commit: BeforeCommit | None,
+    before_commit: BeforeCommit | None, expire: ExpiryPlanner | None,
 ) -> CutRecord:
-    """Atomic publish: every member pointer and the ledger rows in one catalog commit (staged at ``root``)."""
+    """Atomic publish: every member pointer and the ledger rows in one catalog commit (staged at ``root``),
+    with the expiry ``expire`` plans for the member tables (``None``: nothing expires)."""
     group, run_key, manifests = draft.group, draft.run_key, draft.manifests
     warehouse = warehouse_of(catalog)
     pointers = current_pointers(catalog, group.namespace, draft.members)
@@ -192,7 +192,7 @@ def publish_group(
     files = {name: move_staged_files(plans[name], manifests[name], run_key) for name in manifests}
     attempt = Attempt.start(warehouse, group.name, run_key, group.namespace, plans.values())
     tag = cut_tag(group.name, draft.cut_id)
-    expiry = plan_expiry(ledger, group, now(), adding=1, within={plan.table_name for plan in plans.values()})
+    expiry = None if expire is None else expire({plan.table_name for plan in plans.values()})
 
     def build(plan: MemberPlan) -> BuiltMember:
         if (kept := draft.carried.get(plan.member)) is not None:
@@ -204,7 +204,8 @@ def publish_group(
         with settled(catalog, ledger, warehouse, attempt):
             built = parallel(build, plans.values(), warehouse)
             return commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
-                          {member.plan.member: member for member in built}, before_commit, expiry.cut_ids)
+                          {member.plan.member: member for member in built}, before_commit,
+                          expiry.cut_ids if expiry is not None else ())
     except AlreadyPublished as found:
         return found.record
     except IntegrityError as error:

@@ -2,6 +2,8 @@
 (:mod:`.expiry`, and folded into each publish), deleting the files nothing needs any more
 (:mod:`.gc`), and running both for a group (:mod:`.maintenance`).
 
-Nothing is imported here: :mod:`airflow_provider_streambed.publish` imports :mod:`.plan`, and
-:mod:`.expiry` imports the publish package.
+Retention sits above :mod:`airflow_provider_streambed.publish`, which never imports it: what a
+commit removes, and its staging, live in :mod:`airflow_provider_streambed.publish.expiry`; the
+policy hands a publish its planner (:func:`.plan.publish_expiry`), and the caller of a publish
+applies the rest right after it (:func:`.maintenance.apply_retention_after_publish`).
 """

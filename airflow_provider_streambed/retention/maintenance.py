@@ -1,16 +1,18 @@
 """Applying a group's retention: expire the due cuts, then collect the files nothing needs.
 
-Runs after every publish (the publish commit already expired what it could, so this usually
-finds nothing to expire, and file collection runs at most every half ``delete_files_after``),
-from ``streambed cuts expire`` and from
+Runs after every publish (:func:`apply_retention_after_publish`: the publish commit already
+expired what it could, so this usually finds nothing to expire, and file collection runs at most
+every half ``delete_files_after``), from ``streambed cuts expire`` and from
 :class:`~airflow_provider_streambed.operators.retention.ExpireCutsOperator`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.catalog import warehouse_of
@@ -21,6 +23,8 @@ from airflow_provider_streambed.ledger.schema import now as utc_now
 from airflow_provider_streambed.publish.attempts import sweep_attempts
 from airflow_provider_streambed.retention.expiry import ExpiryResult, expire_cuts
 from airflow_provider_streambed.retention.gc import GcResult, collect_garbage, gc_due
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +83,15 @@ def apply_retention(
     gc = collect_garbage(catalog, ledger, group.name, grace, dry_run=dry_run, now=now,
                          expiring=expiry.plan if dry_run else None)
     return RetentionReport(expiry, gc)
+
+
+def apply_retention_after_publish(catalog: Catalog, ledger: Ledger, group: RefreshGroup) -> None:
+    """Right after a publish of ``group``: :func:`apply_retention` (``after_publish``) when the group
+    declares a retention and the catalog is a SQL catalog; nothing otherwise. Failures are logged,
+    never raised: the cut is published, and the next publish applies the retention again."""
+    if group.retention is None or not isinstance(catalog, SqlCatalog):
+        return
+    try:
+        apply_retention(catalog, ledger, group, after_publish=True)
+    except Exception as error:  # the cut stands; the next publish applies the retention again
+        logger.warning("group=%s: retention after publish failed: %s", group.name, error)

@@ -18,7 +18,8 @@ from collections.abc import Collection, Sequence
 
 from airflow_provider_streambed.declarations import CutRetention, RefreshGroup
 from airflow_provider_streambed.ledger import CutHead, Ledger, cut_tag
-from airflow_provider_streambed.publish.expiry import ExpiryPlan, TableExpiry
+from airflow_provider_streambed.ledger.schema import now as utc_now
+from airflow_provider_streambed.publish.expiry import ExpiryPlan, ExpiryPlanner, TableExpiry
 
 #: At most this many cuts expire in one commit, so one run's expiry work stays bounded; a
 #: backlog (retention just turned on) shrinks by this much per publish or ``cuts expire``.
@@ -77,3 +78,12 @@ def plan_expiry(
         for table in tags
     }
     return ExpiryPlan(group.name, tuple(sorted(cuts)), tables, idle.previous_versions)
+
+
+def publish_expiry(ledger: Ledger, group: RefreshGroup) -> ExpiryPlanner | None:
+    """What a publish of ``group`` expires in its own commit (``None`` without a retention): the
+    cuts due when the publish plans, counting its own cut, whose member tables are all the
+    publish's; for :func:`~airflow_provider_streambed.publish.cut.publish_cut`'s ``expire``."""
+    if group.retention is None:
+        return None
+    return lambda tables: plan_expiry(ledger, group, utc_now(), adding=1, within=tables)

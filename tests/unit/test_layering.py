@@ -24,11 +24,6 @@ SOURCE = Path(airflow_provider_streambed.__file__).parent
 #: The Airflow face (DESIGN section 7): the rooms that may import Airflow. The package root is
 #: one too, through its lazy export of the task group, but at import it loads no Airflow.
 AIRFLOW_FACE = frozenset({PACKAGE, "assets", "get_provider_info", "hooks", "operators", "task_group", "ui"})
-#: Circles between rooms that DESIGN section 7 rules out but the code still has, each with the
-#: item that removes it. Any other circle fails.
-KNOWN_ROOM_CIRCLES = {
-    frozenset({"publish", "retention"}): "issue 30 item 2: publish/ imports retention/",
-}
 #: Modules that import nothing of the package but each other.
 PURE = frozenset({f"{PACKAGE}.lsn", f"{PACKAGE}.declarations", f"{PACKAGE}.exceptions"})
 
@@ -178,13 +173,13 @@ def test_no_module_imports_itself_through_others() -> None:
     assert circles(graph) == []
 
 
-def test_rooms_import_one_way_but_for_the_known_circles() -> None:
+def test_rooms_import_one_way() -> None:
+    """No circle between rooms either: retention/ sits above publish/, which never imports it."""
     graph: dict[str, set[str]] = {}
     for name, module in modules().items():
         others = {room(target) for target in module.imports} - {room(name)}
         graph.setdefault(room(name), set()).update(others)
-    new = [part for part in circles(graph) if frozenset(part) not in KNOWN_ROOM_CIRCLES]
-    assert new == []
+    assert circles(graph) == []
 
 
 def test_only_the_airflow_face_reaches_airflow() -> None:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import duckdb
@@ -33,14 +33,13 @@ from airflow_provider_streambed.exceptions import CutExpiredError, CutNotFoundEr
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
-from airflow_provider_streambed.publish import sql as sql_module
 from airflow_provider_streambed.publish.attempts import Attempt
-from airflow_provider_streambed.publish.expiry import ExpiryPlan
+from airflow_provider_streambed.publish.expiry import ExpiryPlan, ExpiryPlanner
 from airflow_provider_streambed.publish.staged import run_data_dir
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.retention.gc import collect_garbage, path_of
-from airflow_provider_streambed.retention.maintenance import apply_retention
-from airflow_provider_streambed.retention.plan import plan_expiry
+from airflow_provider_streambed.retention.maintenance import apply_retention, apply_retention_after_publish
+from airflow_provider_streambed.retention.plan import publish_expiry
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.spark import local_spark_session
 from tests.integration.publish.helpers import bank_tables, stage, stage_delta
@@ -68,9 +67,13 @@ def expected_events(k: int) -> list[int]:
     return [j for j in range(1, k + 1) if not ((j + 1) % 4 == 0 and j + 1 <= k)]
 
 
-def publish_run(catalog: SqlCatalog, ledger: Ledger, group: RefreshGroup, k: int, dag_id: str = "") -> CutRecord:
-    """Pin, stage and publish run ``r<k>`` as cut ``k`` (see the module docstring); with ``dag_id``,
-    the run key an Airflow run ``r<k>`` of that DAG gets."""
+def publish_run(
+    catalog: SqlCatalog, ledger: Ledger, group: RefreshGroup, k: int, dag_id: str = "",
+    expire: ExpiryPlanner | None = None,
+) -> CutRecord:
+    """Pin, stage and publish run ``r<k>`` as cut ``k`` (see the module docstring), the expiry in
+    its commit (``expire``, else the group's) and the retention applied after it, as a run does;
+    with ``dag_id``, the run key an Airflow run ``r<k>`` of that DAG gets."""
     def key(number: int) -> str:
         return make_run_key(dag_id, f"r{number}") if dag_id else f"r{number}"
 
@@ -86,7 +89,10 @@ def publish_run(catalog: SqlCatalog, ledger: Ledger, group: RefreshGroup, k: int
         deleted = [(f"{run_data_dir(location, key(k - 1))}/part-00000-r{k - 1}.parquet", 0)] if k % 4 == 0 else []
         manifests["events"] = stage_delta(warehouse, group.name, run_key, watermark, "events", events, deleted)
     carried = () if "totals" in manifests else ("totals",)
-    return publish_cut(catalog, ledger, group, run_key, manifests, carried=carried)
+    cut = publish_cut(catalog, ledger, group, run_key, manifests, carried=carried,
+                      expire=expire or publish_expiry(ledger, group))
+    apply_retention_after_publish(catalog, ledger, group)
+    return cut
 
 
 def check_cut(cut: Cut) -> None:
@@ -322,22 +328,21 @@ def test_a_crash_in_expiry_or_collection_leaves_kept_cuts_readable_and_the_next_
         check_cut(cut)
 
 
-def test_a_pin_during_a_publish_is_kept_and_the_publish_plans_again(
-    catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_pin_during_a_publish_is_kept_and_the_publish_plans_again(catalog: SqlCatalog, ledger: Ledger) -> None:
     for k in range(1, 4):
         publish_run(catalog, ledger, GROUP, k)
     planned = []
+    planner = publish_expiry(ledger, GROUP)
+    assert planner is not None
 
-    def plan_then_pin(*args: object, **kwargs: object) -> ExpiryPlan:
-        plan = plan_expiry(*args, **kwargs)  # type: ignore[arg-type]  # passed through
+    def plan_then_pin(tables: Collection[str]) -> ExpiryPlan:
+        plan = planner(tables)
         if not planned:  # a user pins the cut this publish is about to expire
             ledger.pin_cut("bank", plan.cut_ids[0])
         planned.append(plan.cut_ids)
         return plan
 
-    monkeypatch.setattr(sql_module, "plan_expiry", plan_then_pin)
-    assert publish_run(catalog, ledger, GROUP, 4).cut_id == 4
+    assert publish_run(catalog, ledger, GROUP, 4, expire=plan_then_pin).cut_id == 4
     assert planned == [(1,), ()]
     assert [(cut.cut_id, cut.pinned_at is not None) for cut in ledger.list_cuts("bank")] == [
         (1, True), (2, False), (3, False), (4, False)]
