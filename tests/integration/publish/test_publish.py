@@ -22,8 +22,9 @@ from airflow_provider_streambed.exceptions import (
     RunSupersededError,
     StaleOutputError,
 )
-from airflow_provider_streambed.ledger import Ledger, RunState
+from airflow_provider_streambed.ledger import CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.publish import cut as cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish import sql as sql_module
 from airflow_provider_streambed.staging import group_staging_dir, read_member_manifest, staging_root
@@ -144,6 +145,37 @@ def test_a_publisher_whose_files_a_winner_swept_mid_build_returns_the_winners_cu
     for table in ("accounts", "totals"):  # the loser's files are gone, the winner's are the tables'
         loaded = catalog.load_table(f"ns.{table}")
         assert loaded.metadata_location == loser.members[table].metadata_location
+        known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
+        known.add(loaded.metadata_location.rsplit("/", 1)[1])
+        assert {f for f in _metadata_files(catalog, table) if f.endswith(".metadata.json")} == known
+
+
+def test_a_publisher_that_finds_its_run_recorded_inside_its_commit_returns_that_cut_and_deletes_its_files(
+    catalog_props: dict[str, str], catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
+                                                              bank_tables(1)))
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    real_commit, winner = sql_module.commit_group, list[CutRecord]()
+
+    def winner_first(*args: object, **kwargs: object) -> object:
+        # a concurrent publisher of the run commits after this one built its metadata, before its commit;
+        # the winner's sweep of dead attempts, after its commit, has not run yet
+        own = open_catalog(catalog_props)
+        assert isinstance(own, SqlCatalog)
+        with monkeypatch.context() as patched:
+            patched.setattr(sql_module, "commit_group", real_commit)
+            patched.setattr(cut_module, "sweep_attempts", lambda *args: 0)
+            winner.append(publish_cut(own, Ledger(own.engine), group, "run2", manifests))
+        return real_commit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sql_module, "commit_group", winner_first)
+    loser = publish_cut(catalog, ledger, group, "run2", manifests)
+    assert loser == winner[0] and loser.cut_id == 2
+    assert [c.cut_id for c in ledger.list_cuts("bank")] == [1, 2]
+    for table in ("accounts", "totals"):  # the loser deleted its own files; the winner's are the tables'
+        loaded = catalog.load_table(f"ns.{table}")
         known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
         known.add(loaded.metadata_location.rsplit("/", 1)[1])
         assert {f for f in _metadata_files(catalog, table) if f.endswith(".metadata.json")} == known
