@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, cast
 
@@ -27,7 +28,7 @@ from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import ExpiryConflictError, LedgerError, PublishConflictError
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.attempts import Attempt, settled
+from airflow_provider_streambed.publish.attempts import Attempt, abandon, settled
 from airflow_provider_streambed.publish.build import build_carried, build_member
 from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
 from airflow_provider_streambed.publish.expiry import ExpiryPlanner
@@ -42,12 +43,18 @@ logger = logging.getLogger(__name__)
 BeforeCommit = Callable[[Connection], None]
 
 
-class AlreadyPublished(Exception):
-    """The run's cut was found in the ledger inside the publish transaction."""
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    """What a group commit did.
 
-    def __init__(self, record: CutRecord) -> None:
-        super().__init__(f"run {record.run_key!r} is cut {record.cut_id}")
-        self.record = record
+    Attributes:
+        record: the run's cut: the one this commit recorded, or the one the ledger held already.
+        committed: whether this commit recorded it; ``False`` when the run was in the ledger
+            already (a concurrent publisher of the run won): nothing changed.
+    """
+
+    record: CutRecord
+    committed: bool
 
 
 class GroupCommit(Protocol):
@@ -67,11 +74,11 @@ class GroupCommit(Protocol):
         built: Mapping[str, BuiltMember],
         before_commit: BeforeCommit | None = None,
         expired: Collection[int] = (),
-    ) -> CutRecord:
-        """Commit the cut, and the expiry of the cuts ``expired``.
+    ) -> CommitOutcome:
+        """Commit the cut, and the expiry of the cuts ``expired``; or find the run's cut in the
+        ledger already (then nothing changes).
 
         Raises:
-            AlreadyPublished: the run is in the ledger already (nothing changed).
             ExpiryConflictError: a cut in ``expired`` was pinned meanwhile (nothing changed).
             PublishConflictError: a member table or the group's cut sequence moved meanwhile.
         """
@@ -153,18 +160,17 @@ def commit_group(
     built: Mapping[str, BuiltMember],
     before_commit: BeforeCommit | None = None,
     expired: Collection[int] = (),
-) -> CutRecord:
+) -> CommitOutcome:
     """The SQL catalog's :class:`GroupCommit`: every pointer swap, the cut's rows and the expiry of
-    the cuts ``expired`` in one transaction.
+    the cuts ``expired`` in one transaction, unless the run is in the ledger already.
 
     Raises:
-        AlreadyPublished: the run is in the ledger already (nothing changed).
         PublishConflictError: a member table or the group's cut sequence moved meanwhile.
     """
     with ledger.begin() as connection:
         existing = ledger.cut_for_run(group, run_key, connection)
         if existing is not None:
-            raise AlreadyPublished(existing)
+            return CommitOutcome(existing, committed=False)
         swap_pointers(catalog, connection, group, [member.plan for member in built.values()])
         if before_commit is not None:
             before_commit(connection)
@@ -174,7 +180,7 @@ def commit_group(
             ledger.expire_cuts(connection, group, expired)
         except LedgerError as error:
             raise ExpiryConflictError(f"{error}; nothing was published either, a retry plans again") from error
-    return record
+    return CommitOutcome(record, committed=True)
 
 
 def publish_group(
@@ -203,11 +209,12 @@ def publish_group(
     try:
         with settled(catalog, ledger, warehouse, attempt):
             built = parallel(build, plans.values(), warehouse)
-            return commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
-                          {member.plan.member: member for member in built}, before_commit,
-                          expiry.cut_ids if expiry is not None else ())
-    except AlreadyPublished as found:
-        return found.record
+            outcome = commit(ledger, group.name, run_key, draft.watermark, draft.cut_id,
+                             {member.plan.member: member for member in built}, before_commit,
+                             expiry.cut_ids if expiry is not None else ())
+            if not outcome.committed:  # a concurrent publisher of the run won: this attempt's files are dead
+                abandon(catalog, ledger, warehouse, attempt)
+        return outcome.record
     except IntegrityError as error:
         raise PublishConflictError(
             f"group {group.name!r}, run {run_key!r}: another publisher recorded this run or W={draft.watermark} "
