@@ -23,7 +23,12 @@ from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import PublishError
 from airflow_provider_streambed.publish.expiry import ExpiryPlan, stage_retention
 from airflow_provider_streambed.publish.iceberg.snapshot import ReplaceAll, RowDelta
-from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction, apply_updates
+from airflow_provider_streambed.publish.iceberg.transaction import (
+    MemoTransaction,
+    apply_updates,
+    staged_updates,
+    transaction_table,
+)
 from airflow_provider_streambed.publish.members import BuiltMember, MemberFiles, MemberPlan
 from airflow_provider_streambed.publish.schema import evolve_schema
 
@@ -52,7 +57,7 @@ def stage_cut_updates(
     Returns:
         The new snapshot's id.
     """
-    table = transaction._table
+    table = transaction_table(transaction)
     if files.data:
         filesystem, path = storage.filesystem(files.data[0], table.io.properties)
         with filesystem.open_input_file(path) as stream:
@@ -79,7 +84,7 @@ def _write_metadata(plan: MemberPlan, transaction: Transaction, expiry: ExpiryPl
     trimmed to the table's ``write.metadata.previous-versions-max``)."""
     if expiry is not None:
         stage_retention(transaction, plan.table_name, expiry)
-    metadata = apply_updates(plan.table.metadata, transaction._updates, plan.base_location)
+    metadata = apply_updates(plan.table.metadata, staged_updates(transaction), plan.base_location)
     ToOutputFile.table_metadata(metadata, plan.table.io.new_output(plan.new_location))
 
 

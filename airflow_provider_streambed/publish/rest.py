@@ -35,7 +35,12 @@ from airflow_provider_streambed.exceptions import (
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.publish.build import stage_cut_updates
 from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
-from airflow_provider_streambed.publish.iceberg.transaction import MemoTransaction
+from airflow_provider_streambed.publish.iceberg.transaction import (
+    MemoTransaction,
+    staged_requirements,
+    staged_updates,
+    transaction_table,
+)
 from airflow_provider_streambed.publish.members import MemberPlan
 from airflow_provider_streambed.publish.reconcile import (
     CUT_PROPERTY,
@@ -122,15 +127,15 @@ def table_change(transaction: Transaction, mark: CutMark) -> CommitTableRequest:
     """The transaction's updates (with the cut mark) and its requirements, plus the table's UUID and
     its ``main`` snapshot as loaded: any concurrent change of the table fails the whole commit."""
     transaction.set_properties({CUT_PROPERTY: mark.to_json()})
-    table = transaction._table
+    table = transaction_table(transaction)
     requirements: list[TableRequirement] = [AssertTableUUID(uuid=table.metadata.table_uuid)]
-    requirements += [r for r in transaction._requirements if not isinstance(r, AssertTableUUID)]
+    requirements += [r for r in staged_requirements(transaction) if not isinstance(r, AssertTableUUID)]
     if not any(isinstance(r, AssertRefSnapshotId) and r.ref == "main" for r in requirements):
         current = table.metadata.current_snapshot_id
         requirements.append(AssertRefSnapshotId.model_validate({"ref": "main", "snapshot-id": current}))
     namespace, name = table.name()[-2:]
     return CommitTableRequest(identifier=TableIdentifier(namespace=Namespace([namespace]), name=name),
-                              requirements=tuple(requirements), updates=transaction._updates)
+                              requirements=tuple(requirements), updates=staged_updates(transaction))
 
 
 def commit_transactions(catalog: RestCatalog, group: str, changes: list[CommitTableRequest]) -> bool:

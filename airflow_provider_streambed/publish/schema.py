@@ -8,6 +8,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
 
 from airflow_provider_streambed.exceptions import OutputSchemaError
+from airflow_provider_streambed.publish.iceberg.transaction import transaction_table
 from airflow_provider_streambed.staging.members import parquet_type
 
 
@@ -43,7 +44,7 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
             f"{field.name} {current.field(field.name).type} -> {field.type}" for field in arrow_schema
             if field.name in current.names and parquet_type(current.field(field.name).type) != parquet_type(field.type)
         ]
-        identifier = transaction._table.name()
+        identifier = transaction_table(transaction).name()
         raise OutputSchemaError(
             f"member {identifier[-1]!r}: its output does not fit table {'.'.join(identifier)}: "
             f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "

@@ -1,23 +1,45 @@
-"""Staging updates on a pyiceberg ``Transaction`` and applying them to table metadata cheaply.
+"""What a pyiceberg ``Transaction`` has staged, and applying it to table metadata cheaply.
 
-Relies on pyiceberg 0.12 internals: ``_TableMetadataUpdateContext``, ``_apply_table_update`` and
-``_update_table_metadata_log`` (:func:`apply_updates`), and a transaction's ``_table`` and
-``_updates`` (:class:`MemoTransaction`).
+This package writes or sends a transaction's staged updates itself (the group commit, the REST
+multi-table commit) instead of committing the transaction, so it reads them, and the table they
+apply to, from the transaction: :func:`transaction_table`, :func:`staged_updates`,
+:func:`staged_requirements`.
+
+Relies on pyiceberg 0.12 internals: a transaction's ``_table``, ``_updates`` and ``_requirements``;
+``_TableMetadataUpdateContext``, ``_apply_table_update`` and ``_update_table_metadata_log``
+(:func:`apply_updates`). ``tests/unit/publish/iceberg/test_transaction.py`` checks each against
+the installed pyiceberg.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from pyiceberg.table import Transaction
+from pyiceberg.table import Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import (
+    TableRequirement,
     TableUpdate,
     _apply_table_update,
     _TableMetadataUpdateContext,
     _update_table_metadata_log,
 )
 from pyiceberg.utils.datetime import datetime_to_millis
+
+
+def transaction_table(transaction: Transaction) -> Table:
+    """The table ``transaction`` stages updates for, as it was loaded (staging leaves it unchanged)."""
+    return transaction._table
+
+
+def staged_updates(transaction: Transaction) -> tuple[TableUpdate, ...]:
+    """The updates ``transaction`` has staged, in order: what committing it would send."""
+    return transaction._updates
+
+
+def staged_requirements(transaction: Transaction) -> tuple[TableRequirement, ...]:
+    """The requirements ``transaction`` has staged (without the table-UUID assertion its commit adds)."""
+    return transaction._requirements
 
 
 def apply_updates(
