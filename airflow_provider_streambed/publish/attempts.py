@@ -27,8 +27,8 @@ from pyarrow import fs
 from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.publish.iceberg.pointers import current_pointers
 from airflow_provider_streambed.publish.members import MemberPlan
-from airflow_provider_streambed.publish.tables import current_pointers
 from airflow_provider_streambed.staging import group_staging_dir, join, read_json, write_json
 
 logger = logging.getLogger(__name__)

@@ -2,13 +2,14 @@
 
 :func:`publish_group` loads the member tables, moves the staged files in, builds every member's
 next metadata file (with the removals of cuts that expire in the same commit), then commits.
+
 pyiceberg's ``SqlCatalog.commit_table`` swaps one table's pointer per transaction. A cut needs
-all of them at once, so this module updates the ``iceberg_tables`` rows itself (the layout is
-Iceberg's JDBC catalog's), each with compare-and-swap on the previous metadata location, inserts
-the rows of tables created by this cut, and records the cut in the ledger, in one transaction of
-the catalog database. Cuts that expire with this publish leave the ledger in the same
-transaction (their tags and snapshots are gone from the members' new metadata). Any failure
-rolls everything back.
+all of them at once, so this module moves the ``iceberg_tables`` rows itself (Iceberg's JDBC
+catalog layout, :mod:`.iceberg.pointers`), each with compare-and-swap on the previous metadata
+location, inserts the rows of tables created by this cut, and records the cut in the ledger, in
+one transaction of the catalog database. Cuts that expire with this publish leave the ledger in
+the same transaction (their tags and snapshots are gone from the members' new metadata). Any
+failure rolls everything back.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, cast
+from typing import Protocol
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from sqlalchemy import Connection, Table, bindparam, insert, select, update
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from airflow_provider_streambed.catalog import warehouse_of
@@ -32,10 +33,16 @@ from airflow_provider_streambed.publish.attempts import Attempt, abandon, settle
 from airflow_provider_streambed.publish.build import build_carried, build_member
 from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
 from airflow_provider_streambed.publish.expiry import ExpiryPlanner
+from airflow_provider_streambed.publish.iceberg.pointers import (
+    PointerSwap,
+    current_pointers,
+    insert_pointer,
+    swap_pointers_if_unmoved,
+)
 from airflow_provider_streambed.publish.members import BuiltMember, MemberPlan
 from airflow_provider_streambed.publish.record import record_cut
 from airflow_provider_streambed.publish.staged import check_then_mark, move_staged_files
-from airflow_provider_streambed.publish.tables import current_pointers, parallel, plan_members
+from airflow_provider_streambed.publish.tables import parallel, plan_members
 
 logger = logging.getLogger(__name__)
 
@@ -101,15 +108,14 @@ def swap_pointers(catalog: SqlCatalog, connection: Connection, group: str, plans
         PublishConflictError: a pointer moved since its table was read, or a table was created by
             another writer meanwhile; names the table.
     """
-    rows = cast(Table, IcebergTables.__table__)
-    moves = []
+    moves, swaps = [], []
     for plan in sorted(plans, key=lambda plan: plan.identifier):
-        namespace, name = plan.identifier
         if plan.base_location is not None:
             moves.append(plan)
+            swaps.append(PointerSwap(plan.identifier, plan.base_location, plan.new_location))
             continue
         try:
-            connection.execute(insert(rows).values(**catalog._create_table_row(namespace, name, plan.new_location)))
+            insert_pointer(catalog, connection, plan.identifier, plan.new_location)
         except IntegrityError as error:
             raise PublishConflictError(
                 f"group {group!r}, member {plan.member!r}: table {plan.table_name} was created by another writer "
@@ -117,32 +123,19 @@ def swap_pointers(catalog: SqlCatalog, connection: Connection, group: str, plans
             ) from error
     if not moves:
         return
-    statement = (
-        update(rows)
-        .where(
-            rows.c.catalog_name == catalog.name,
-            rows.c.table_namespace == bindparam("namespace"),
-            rows.c.table_name == bindparam("name"),
-            rows.c.metadata_location == bindparam("base"),
-        )
-        .values(metadata_location=bindparam("new"), previous_metadata_location=bindparam("base"))
-    )
-    batch = [
-        {"namespace": namespace, "name": name, "base": plan.base_location, "new": plan.new_location}
-        for plan in moves
-        for namespace, name in [plan.identifier]
-    ]
-    if connection.execute(statement, batch).rowcount != len(moves):
+    if swap_pointers_if_unmoved(catalog, connection, swaps) != len(moves):
         _raise_moved(catalog, connection, group, moves)
 
 
 def _raise_moved(catalog: SqlCatalog, connection: Connection, group: str, moves: list[MemberPlan]) -> None:
     """Name the first member whose compare-and-swap matched no row (rows the batch did swap show the new file)."""
-    rows = cast(Table, IcebergTables.__table__)
-    query = select(rows.c.table_namespace, rows.c.table_name, rows.c.metadata_location).where(
-        rows.c.catalog_name == catalog.name, rows.c.table_namespace.in_({plan.identifier[0] for plan in moves})
-    )
-    current = {(row.table_namespace, row.table_name): row.metadata_location for row in connection.execute(query)}
+    current = {
+        (namespace, name): location
+        for namespace in {plan.identifier[0] for plan in moves}
+        for name, location in current_pointers(
+            catalog, namespace, [plan.identifier[1] for plan in moves if plan.identifier[0] == namespace], connection
+        ).items()
+    }
     moved = next((plan for plan in moves if current.get(plan.identifier) != plan.new_location), moves[0])
     raise PublishConflictError(
         f"group {group!r}, member {moved.member!r}: table {moved.table_name} was changed by another writer "

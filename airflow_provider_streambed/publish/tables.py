@@ -1,13 +1,8 @@
-"""Loading each member table before a cut: all pointer rows in one query, the metadata files read
-in parallel on remote storage, or a new table staged on first use; and where its next metadata file goes.
-
-It relies on pyiceberg 0.12 ``SqlCatalog`` internals (``IcebergTables``, ``_create_staged_table``,
-``_parse_metadata_version``); ``pyproject.toml`` bounds pyiceberg below 0.13.
-"""
+"""Loading each member table before a cut (the metadata files read in parallel on remote storage),
+or staging a new table on first use, and naming its next metadata file (:mod:`.iceberg.metastore`)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -17,21 +12,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 from pyiceberg.catalog import Catalog, MetastoreCatalog
-from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import StagedTable, Table
-from pyiceberg.table.locations import load_location_provider
-from sqlalchemy import select
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.exceptions import DamagedOutputError, PublishError
+from airflow_provider_streambed.publish.iceberg.metastore import (
+    default_table_location,
+    next_metadata_location,
+    stage_table,
+)
 from airflow_provider_streambed.publish.members import MemberPlan
 from airflow_provider_streambed.publish.staged import moved_path
 from airflow_provider_streambed.staging import MemberManifest
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -53,18 +48,6 @@ def parallel(function: Callable[[T], R], items: Iterable[T], location: str) -> l
         return list(pool.map(function, listed))
 
 
-def current_pointers(catalog: SqlCatalog, namespace: str, names: Iterable[str]) -> dict[str, str]:
-    """The current metadata location of each existing table ``namespace.<name>``, in one query."""
-    rows = IcebergTables.__table__
-    query = select(rows.c.table_name, rows.c.metadata_location).where(
-        rows.c.catalog_name == catalog.name,
-        rows.c.table_namespace == namespace,
-        rows.c.table_name.in_(list(names)),
-    )
-    with catalog.engine.connect() as connection:
-        return {row.table_name: row.metadata_location for row in connection.execute(query)}
-
-
 def plan_members(
     catalog: Catalog,
     namespace: str,
@@ -73,7 +56,8 @@ def plan_members(
     pointers: Mapping[str, str],
     run_key: str = "",
 ) -> dict[str, MemberPlan]:
-    """Load (or stage, on first use) every member's table; ``pointers`` from :func:`current_pointers`.
+    """Load (or stage, on first use) every member's table; ``pointers`` from
+    :func:`~.iceberg.pointers.current_pointers`.
 
     A table that does not exist yet takes its schema from the member's staged output (``manifests``
     of the run ``run_key``), wherever it is: in staging, or moved by an earlier attempt.
@@ -93,11 +77,7 @@ def plan_members(
         metadata = FromInputFile.table_metadata(load_file_io(catalog.properties, location).new_input(location))
         io = load_file_io({**catalog.properties, **metadata.properties}, location)
         table = Table(identifier=identifier, metadata=metadata, metadata_location=location, io=io, catalog=catalog)
-        version = MetastoreCatalog._parse_metadata_version(location) + 1
-        new_location = load_location_provider(metadata.location, metadata.properties).new_table_metadata_file_location(
-            version
-        )
-        return MemberPlan(member, identifier, table, location, new_location)
+        return MemberPlan(member, identifier, table, location, next_metadata_location(metadata, location))
 
     return dict(zip(names, parallel(plan, names, warehouse_of(catalog)), strict=True))
 
@@ -113,10 +93,9 @@ def _stage_new_table(
     if not isinstance(catalog, MetastoreCatalog):
         raise PublishError(f"catalog {catalog.name!r} cannot stage table {'.'.join(identifier)}")
     def moved(source: str) -> str:  # where an earlier attempt moved it: the new table's location
-        return moved_path(catalog._resolve_table_location(None, *identifier), run_key, source)
+        return moved_path(default_table_location(catalog, identifier), run_key, source)
 
-    arrow_schema = new_table_schema(manifest, ".".join(identifier), moved)
-    return catalog._create_staged_table(identifier, Catalog._convert_schema_if_needed(arrow_schema))
+    return stage_table(catalog, identifier, new_table_schema(manifest, ".".join(identifier), moved))
 
 
 def new_table_schema(

@@ -23,9 +23,10 @@ from airflow_provider_streambed.ledger.schema import now as utc_now
 from airflow_provider_streambed.publish.attempts import Attempt, settled
 from airflow_provider_streambed.publish.build import build_expiry
 from airflow_provider_streambed.publish.expiry import ExpiryPlan
+from airflow_provider_streambed.publish.iceberg.pointers import current_pointers
 from airflow_provider_streambed.publish.members import MemberPlan
 from airflow_provider_streambed.publish.sql import swap_pointers
-from airflow_provider_streambed.publish.tables import current_pointers, parallel, plan_members
+from airflow_provider_streambed.publish.tables import parallel, plan_members
 from airflow_provider_streambed.retention.plan import plan_expiry
 
 logger = logging.getLogger(__name__)

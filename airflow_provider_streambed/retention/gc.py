@@ -50,7 +50,7 @@ from airflow_provider_streambed.ledger.schema import now as utc_now
 from airflow_provider_streambed.publish.attempts import ATTEMPTS_DIR, Attempt
 from airflow_provider_streambed.publish.expiry import ExpiryPlan
 from airflow_provider_streambed.publish.iceberg.manifests import read_live_entries, read_manifest_list
-from airflow_provider_streambed.publish.tables import current_pointers
+from airflow_provider_streambed.publish.iceberg.pointers import current_pointers
 from airflow_provider_streambed.staging import group_staging_dir, join, read_json, write_json
 from airflow_provider_streambed.staging.paths import run_dir_name
 
