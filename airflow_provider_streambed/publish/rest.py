@@ -7,10 +7,9 @@ The commit also marks every member with the cut (:class:`~.reconcile.CutMark`); 
 recorded in the ledger after it, and a lost ledger write is recorded from the catalog by the next
 publish or run (:func:`~.reconcile.reconcile`).
 
-pyiceberg 0.12 has no client call for the endpoint. This module is the one place that uses the
-``RestCatalog``'s private signed session (``_session``) and supported-endpoint set
-(``_supported_endpoints``), and a transaction's staged ``_updates`` and ``_requirements``;
-``tests/unit/publish/test_rest_capability.py`` checks them against pyiceberg.
+pyiceberg 0.12 has no client call for the endpoint: the request is built from each member
+transaction's staged updates and requirements (:mod:`.iceberg.transaction`) and posted on the
+catalog's own signed session (:mod:`.iceberg.rest`).
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from airflow_provider_streambed.exceptions import (
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.publish.build import stage_cut_updates
 from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
+from airflow_provider_streambed.publish.iceberg.rest import post_json, supported_endpoints
 from airflow_provider_streambed.publish.iceberg.transaction import (
     MemoTransaction,
     staged_requirements,
@@ -77,7 +77,7 @@ def supports_transactions(catalog: RestCatalog) -> bool:
     Raises:
         CatalogUnavailableError: the probe had no answer, or one that says neither.
     """
-    endpoints = catalog._supported_endpoints
+    endpoints = supported_endpoints(catalog)
     if TRANSACTIONS_ENDPOINT in endpoints:
         return True
     if not endpoints <= set(DEFAULT_ENDPOINTS) | set(VIEW_ENDPOINTS):  # the server listed its endpoints
@@ -94,8 +94,7 @@ def supports_transactions(catalog: RestCatalog) -> bool:
 
 def _post_commit(catalog: RestCatalog, changes: list[CommitTableRequest]) -> requests.Response:
     body = '{"table-changes": [' + ",".join(change.model_dump_json() for change in changes) + "]}"
-    return catalog._session.post(catalog.url("transactions/commit", prefixed=True), data=body.encode(),
-                                 headers={"Content-Type": "application/json"})
+    return post_json(catalog, "transactions/commit", body.encode())
 
 
 def create_missing_tables(catalog: Catalog, namespace: str, manifests: Mapping[str, MemberManifest],
