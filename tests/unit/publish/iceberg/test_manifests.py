@@ -1,4 +1,5 @@
-"""The manifest readers and writer with reused Avro schemas agree with pyiceberg's own."""
+"""The manifest readers and writers with reused Avro schemas agree with pyiceberg's own (its Avro
+internals, ``_inherit_from_manifest`` and ``ManifestWriter``'s ``_with_partition`` and ``_meta``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,21 @@ from pathlib import Path
 import pyarrow as pa
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest, write_manifest_list
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    write_manifest,
+    write_manifest_list,
+)
 from pyiceberg.table import Table
+from pyiceberg.typedef import Record
 
 from airflow_provider_streambed.publish.iceberg.manifests import (
+    DeleteManifestWriter,
     ReusedFormatManifestListWriter,
     ReusedFormatManifestWriter,
     read_live_entries,
@@ -92,3 +104,20 @@ def test_written_manifest_list_reads_back_like_pyiceberg_s(tmp_path: Path) -> No
     ours, theirs = (read_manifest_list(table.io, location) for location in locations)
     assert [repr(m) for m in ours] == [repr(m) for m in theirs]
     assert _header(table, locations[0]) == _header(table, locations[1])
+
+
+def test_a_delete_manifest_reads_back_through_pyiceberg_as_position_deletes(tmp_path: Path) -> None:
+    # ManifestWriter._meta (the header's "content") and content(), which pyiceberg 0.12 writes as "data" only
+    table = _table(tmp_path, "deletes")
+    metadata = table.metadata
+    deletes = DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=f"{metadata.location}/d.parquet",
+                                 file_format=FileFormat.PARQUET, partition=Record(), record_count=2,
+                                 file_size_in_bytes=100, spec_id=0)
+    output = table.io.new_output(f"{metadata.location}/metadata/deletes.avro")
+    with DeleteManifestWriter(metadata.spec(), metadata.schema(), output, 42, "deflate") as writer:
+        writer.add_entry(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=42, data_file=deletes))
+    manifest = writer.to_manifest_file()
+    assert manifest.content == ManifestContent.DELETES and manifest.added_files_count == 1
+    assert _header(table, manifest.manifest_path)["content"] == "deletes"
+    [entry] = manifest.fetch_manifest_entry(table.io)
+    assert entry.data_file.content == DataFileContent.POSITION_DELETES and entry.data_file.record_count == 2
