@@ -11,7 +11,8 @@ trees are immutable, safe to share between threads). :func:`read_manifest_list` 
 ``ManifestWriterV2``. They rely on pyiceberg internals: ``AvroFile`` (and its ``_read_header``),
 ``AvroOutputFile`` (its attributes and ``_write_header``), ``resolve_reader``, ``resolve_writer``,
 ``_SCHEMA_KEY``, ``META_SCHEMA``, ``DEFAULT_READ_VERSION``, ``ManifestWriter._with_partition``
-and ``_meta``, and ``_inherit_from_manifest``.
+and ``_meta`` (and the writers' attributes), and ``_inherit_from_manifest``;
+``tests/unit/publish/iceberg/test_manifests.py`` checks them against the installed pyiceberg.
 """
 
 from __future__ import annotations

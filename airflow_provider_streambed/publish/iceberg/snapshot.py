@@ -20,7 +20,9 @@ deltas, hence these classes.
 
 They rely on pyiceberg 0.12 internals: ``_OverwriteFiles`` and, in :meth:`_CutSnapshot._commit` (a
 copy of ``_SnapshotProducer._commit`` for format-version-2 tables), ``_new_manifest_list_file_name``,
-``_summary``, ``_written_manifest_lists`` and the producer's attributes; see also :mod:`.manifests`.
+``_summary``, ``_written_manifest_lists`` and the producer's attributes, and ``_refresh_for_retry``
+(overridden: no rebase); see also :mod:`.manifests`. ``tests/unit/publish/iceberg/test_snapshot.py``
+checks them against the installed pyiceberg.
 """
 
 from __future__ import annotations
