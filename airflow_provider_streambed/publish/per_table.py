@@ -14,11 +14,10 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.publish.build import stage_cut_updates
 from airflow_provider_streambed.publish.draft import CutDraft, check_unchanged
 from airflow_provider_streambed.publish.members import BuiltMember
-from airflow_provider_streambed.publish.reconcile import load_members
 from airflow_provider_streambed.publish.record import record_cut
 from airflow_provider_streambed.publish.rest import create_missing_tables
 from airflow_provider_streambed.publish.staged import check_then_mark, move_staged_files
-from airflow_provider_streambed.publish.tables import plan_members
+from airflow_provider_streambed.publish.tables import load_members, plan_members
 
 logger = logging.getLogger(__name__)
 

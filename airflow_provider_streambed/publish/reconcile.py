@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import requests
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
-from pyiceberg.exceptions import NoSuchTableError, ServerError, ServiceUnavailableError, TooManyRequestsError
+from pyiceberg.exceptions import ServerError, ServiceUnavailableError, TooManyRequestsError
 from pyiceberg.table import Table
 from sqlalchemy.exc import IntegrityError
 
@@ -35,14 +35,12 @@ from airflow_provider_streambed.exceptions import (
 )
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.tables import parallel
+from airflow_provider_streambed.publish.tables import load_members
 
 logger = logging.getLogger(__name__)
 
 #: Table property every member gets with each cut: which cut it belongs to (JSON).
 CUT_PROPERTY = "streambed.cut"
-
-
 #: What a REST catalog that is down or overloaded raises: no answer, or pyiceberg's 5xx and 429 errors.
 UNAVAILABLE = (requests.RequestException, ServerError, ServiceUnavailableError, TooManyRequestsError)
 
@@ -88,18 +86,6 @@ class CutMark:
         return cls(data["group"], int(data["cut-id"]), data["run-key"], Lsn.parse(data["watermark"]))
 
 
-def load_members(catalog: Catalog, namespace: str, members: list[str]) -> dict[str, Table]:
-    """The member tables that exist (loaded in parallel: one request each)."""
-    def load(name: str) -> Table | None:
-        try:
-            return catalog.load_table((namespace, name))
-        except NoSuchTableError:
-            return None
-
-    loaded = parallel(load, members, str(catalog.properties.get("uri", "")))
-    return {name: table for name, table in zip(members, loaded, strict=True) if table is not None}
-
-
 def reconcile(
     catalog: RestCatalog, ledger: Ledger, group: RefreshGroup, tables: Mapping[str, Table] | None = None
 ) -> CutRecord | None:
@@ -109,7 +95,7 @@ def reconcile(
     marks agree; the cut is the next one in the ledger and is recorded with its run.
 
     Args:
-        tables: the member tables as just loaded (:func:`load_members`); loaded here when not given.
+        tables: the member tables as just loaded (:func:`~.tables.load_members`); loaded here when not given.
 
     Raises:
         PublishError: the members' marks disagree (a member was written outside streambed).

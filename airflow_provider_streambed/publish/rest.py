@@ -47,13 +47,12 @@ from airflow_provider_streambed.publish.reconcile import (
     UNAVAILABLE,
     CutMark,
     describe,
-    load_members,
     reaching,
     reconcile,
 )
 from airflow_provider_streambed.publish.record import record_cut
 from airflow_provider_streambed.publish.staged import check_then_mark, move_staged_files
-from airflow_provider_streambed.publish.tables import new_table_schema, parallel
+from airflow_provider_streambed.publish.tables import load_members, new_table_schema, parallel
 from airflow_provider_streambed.staging import MemberManifest
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
-"""Loading each member table before a cut (the metadata files read in parallel on remote storage),
-or staging a new table on first use, and naming its next metadata file (:mod:`.iceberg.metastore`)."""
+"""Loading each member table before a cut: from its pointer (the metadata files read in parallel on
+remote storage) or through the catalog (:func:`load_members`), or staging a new table on first use;
+and naming its next metadata file (:mod:`.iceberg.metastore`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 from pyiceberg.catalog import Catalog, MetastoreCatalog
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io import load_file_io
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import StagedTable, Table
@@ -123,3 +125,15 @@ def new_table_schema(
     except (pa.ArrowInvalid, OSError) as error:
         raise DamagedOutputError(f"member {manifest.member!r}: staged file {source} is not readable Parquet "
                                  f"({error})", manifest.member) from error
+
+
+def load_members(catalog: Catalog, namespace: str, members: list[str]) -> dict[str, Table]:
+    """The member tables that exist (loaded in parallel: one request each)."""
+    def load(name: str) -> Table | None:
+        try:
+            return catalog.load_table((namespace, name))
+        except NoSuchTableError:
+            return None
+
+    loaded = parallel(load, members, str(catalog.properties.get("uri", "")))
+    return {name: table for name, table in zip(members, loaded, strict=True) if table is not None}
