@@ -89,7 +89,7 @@ def check_before_run(catalog: Catalog, ledger: Ledger, group: RefreshGroup) -> N
     """At the start of a run, before it pins W or captures anything: refuse a group its catalog
     cannot publish (:func:`check_capability`, so no capture and refresh is spent on a run whose
     publish must fail) and, on a REST catalog, record a cut it holds but the ledger lacks
-    (:func:`~.rest.reconcile_before_run`).
+    (:func:`~.reconcile.reconcile_before_run`).
 
     Raises:
         CatalogCapabilityError, PublishError: see :func:`check_capability`.

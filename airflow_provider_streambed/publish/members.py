@@ -61,7 +61,7 @@ class MemberFiles:
         data: Parquet data files: the member's whole table, or (``incremental``) added to its
             previous snapshot.
         deletes: position-delete files over the previous snapshot's data files (``incremental``).
-        incremental: whether the files apply on top of the previous snapshot (a :class:`RowDelta`).
+        incremental: whether the files apply on top of the previous snapshot (a :class:`~.iceberg.snapshot.RowDelta`).
     """
 
     data: tuple[str, ...]

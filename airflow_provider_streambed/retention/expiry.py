@@ -2,7 +2,7 @@
 after a publish for what its commit could not take): one atomic commit, like publish.
 
 The member tables of the due cuts get a metadata file each without the cuts' tags and unused
-snapshots (:func:`~airflow_provider_streambed.publish.tables.build_expiry`), recorded first as a
+snapshots (:func:`~airflow_provider_streambed.publish.build.build_expiry`), recorded first as a
 publish attempt so that a crash leaves nothing behind that the next sweep does not delete; then
 every pointer moves and the cuts leave the ledger in one transaction of the catalog database.
 """
