@@ -42,6 +42,14 @@ def _metadata_files(catalog: SqlCatalog, table: str) -> set[str]:
     return {p.name for p in (_local(warehouse_of(catalog)) / "ns" / table / "metadata").iterdir()}
 
 
+def _assert_no_orphaned_metadata(catalog: SqlCatalog, table: str) -> None:
+    """Every metadata JSON of ``ns.<table>`` is its current one or in its log: no losing attempt's was left."""
+    loaded = catalog.load_table(f"ns.{table}")
+    known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
+    known.add(loaded.metadata_location.rsplit("/", 1)[1])
+    assert {f for f in _metadata_files(catalog, table) if f.endswith(".metadata.json")} == known
+
+
 def test_cuts_replace_contents_with_one_tagged_overwrite_snapshot(catalog: SqlCatalog, ledger: Ledger) -> None:
     group, warehouse = make_group(), warehouse_of(catalog)
     for version in (1, 2):
@@ -111,11 +119,7 @@ def test_two_concurrent_publishes_of_one_run_make_one_cut(catalog_props: dict[st
         assert len(loaded.snapshots()) == 2
         assert loaded.metadata_location == results[0].members[table].metadata_location
         assert _metadata_files(catalog, table) >= {loaded.metadata_location.rsplit("/", 1)[1]}
-    # the loser's metadata files were deleted: every metadata JSON is in the table's log or current
-    loaded = catalog.load_table("ns.accounts")
-    known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
-    known.add(loaded.metadata_location.rsplit("/", 1)[1])
-    assert {f for f in _metadata_files(catalog, "accounts") if f.endswith(".metadata.json")} == known
+    _assert_no_orphaned_metadata(catalog, "accounts")  # the loser's metadata files were deleted
 
 
 def test_a_publisher_whose_files_a_winner_swept_mid_build_returns_the_winners_cut(
@@ -143,11 +147,8 @@ def test_a_publisher_whose_files_a_winner_swept_mid_build_returns_the_winners_cu
     assert loser == winner[0] and loser.cut_id == 2
     assert [c.cut_id for c in ledger.list_cuts("bank")] == [1, 2]
     for table in ("accounts", "totals"):  # the loser's files are gone, the winner's are the tables'
-        loaded = catalog.load_table(f"ns.{table}")
-        assert loaded.metadata_location == loser.members[table].metadata_location
-        known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
-        known.add(loaded.metadata_location.rsplit("/", 1)[1])
-        assert {f for f in _metadata_files(catalog, table) if f.endswith(".metadata.json")} == known
+        assert catalog.load_table(f"ns.{table}").metadata_location == loser.members[table].metadata_location
+        _assert_no_orphaned_metadata(catalog, table)
 
 
 def test_a_publisher_that_finds_its_run_recorded_inside_its_commit_returns_that_cut_and_deletes_its_files(
@@ -175,10 +176,8 @@ def test_a_publisher_that_finds_its_run_recorded_inside_its_commit_returns_that_
     assert loser == winner[0] and loser.cut_id == 2
     assert [c.cut_id for c in ledger.list_cuts("bank")] == [1, 2]
     for table in ("accounts", "totals"):  # the loser deleted its own files; the winner's are the tables'
-        loaded = catalog.load_table(f"ns.{table}")
-        known = {e.metadata_file.rsplit("/", 1)[1] for e in loaded.metadata.metadata_log}
-        known.add(loaded.metadata_location.rsplit("/", 1)[1])
-        assert {f for f in _metadata_files(catalog, table) if f.endswith(".metadata.json")} == known
+        assert catalog.load_table(f"ns.{table}").metadata_location == loser.members[table].metadata_location
+        _assert_no_orphaned_metadata(catalog, table)
 
 
 def test_a_member_changed_by_another_writer_refuses_the_whole_publish(catalog: SqlCatalog, ledger: Ledger) -> None:

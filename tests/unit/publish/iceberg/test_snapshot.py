@@ -37,6 +37,13 @@ def staged_snapshot(transaction: Transaction) -> Snapshot:
     return snapshot
 
 
+def stage_cut(transaction: Transaction, producer: type[ReplaceAll | RowDelta], added: DataFile) -> Snapshot:
+    """Stage a cut snapshot of ``producer``'s kind adding ``added``, tagged ``bank-cut-2``."""
+    with producer(transaction, None, PROPERTIES, "bank-cut-2") as snapshot:
+        snapshot.append_data_file(added)
+    return staged_snapshot(transaction)
+
+
 def live_files(table: Table, snapshot: Snapshot) -> set[str]:
     """The data files ``snapshot`` reads, by pyiceberg's own manifest reading."""
     return {entry.data_file.file_path for manifest in snapshot.manifests(table.io)
@@ -51,16 +58,13 @@ def manifest_list_named_as_pyiceberg_names_it(snapshot: Snapshot) -> bool:
 
 def test_a_replace_all_snapshot_is_pyiceberg_s_overwrite_of_every_file(table: Table) -> None:
     # _OverwriteFiles: _summary, delete_data_file, _added_data_files; _new_manifest_list_file_name
-    added = new_data_file(table, "replacing")
-    ours = MemoTransaction(table)
-    with ReplaceAll(ours, None, PROPERTIES, "bank-cut-2") as snapshot:
-        snapshot.append_data_file(added)
-    theirs = table.transaction()
+    added, ours, theirs = new_data_file(table, "replacing"), MemoTransaction(table), table.transaction()
+    mine = stage_cut(ours, ReplaceAll, added)
     with theirs.update_snapshot(snapshot_properties=PROPERTIES).overwrite() as overwrite:
         for task in table.scan().plan_files():
             overwrite.delete_data_file(task.file)
         overwrite.append_data_file(added)
-    mine, pyiceberg_s = staged_snapshot(ours), staged_snapshot(theirs)
+    pyiceberg_s = staged_snapshot(theirs)
     assert mine.summary == pyiceberg_s.summary and mine.summary.operation.value == "overwrite"
     assert live_files(table, mine) == live_files(table, pyiceberg_s) == {added.file_path}
     assert manifest_list_named_as_pyiceberg_names_it(mine) and manifest_list_named_as_pyiceberg_names_it(pyiceberg_s)
@@ -70,14 +74,11 @@ def test_a_replace_all_snapshot_is_pyiceberg_s_overwrite_of_every_file(table: Ta
 
 def test_a_row_delta_of_data_only_is_pyiceberg_s_append(table: Table) -> None:
     # _SnapshotProducer._summary, with the operation a row delta sets (_operation)
-    added = new_data_file(table, "appended")
-    ours = MemoTransaction(table)
-    with RowDelta(ours, None, PROPERTIES, "bank-cut-2") as snapshot:
-        snapshot.append_data_file(added)
-    theirs = table.transaction()
+    added, theirs = new_data_file(table, "appended"), table.transaction()
+    mine = stage_cut(MemoTransaction(table), RowDelta, added)
     with theirs.update_snapshot(snapshot_properties=PROPERTIES).fast_append() as append:
         append.append_data_file(added)
-    mine, pyiceberg_s = staged_snapshot(ours), staged_snapshot(theirs)
+    pyiceberg_s = staged_snapshot(theirs)
     assert mine.summary == pyiceberg_s.summary and mine.summary.operation.value == "append"
     assert live_files(table, mine) == live_files(table, pyiceberg_s) == {*live_files(table, table.current_snapshot()),
                                                                           added.file_path}
@@ -88,9 +89,8 @@ def test_a_cut_snapshot_that_lost_a_race_fails_and_pyiceberg_deletes_its_files(
 ) -> None:
     # _refresh_for_retry (no rebase), _written_manifest_lists (cleaned up by pyiceberg on failure)
     transaction = table.transaction()
-    with ReplaceAll(transaction, None, PROPERTIES, "bank-cut-2") as snapshot:
-        snapshot.append_data_file(new_data_file(table, "late"))
-    manifest_list = Path(staged_snapshot(transaction).manifest_list.removeprefix("file://"))
+    manifest_list = Path(stage_cut(transaction, ReplaceAll, new_data_file(table, "late")).manifest_list
+                         .removeprefix("file://"))
     assert manifest_list.exists()
     catalog.load_table("ns.t").append(ROWS)  # another writer commits first
     with pytest.raises(CommitFailedException, match=r"table ns\.t: changed by another writer since its cut was built"):
