@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_streambed import steps as steps_module
 from airflow_provider_streambed.capture import run as capture_run_module
-from airflow_provider_streambed.capture import slot as slot_module
 from airflow_provider_streambed.local import refresh_once
-from airflow_provider_streambed.publish import cut as publish_module
 from airflow_provider_streambed.publish import sql as publish_sql
 
 DAGS = Path(__file__).resolve().parents[3] / "dags"
@@ -60,9 +59,9 @@ def main() -> None:
     patches: dict[str, tuple[object, str, Any]] = {
         "copy": (capture_run_module, "write_marker", die),
         "extract": (capture_run_module, "extract_changes", then_die(capture_run_module.extract_changes)),
-        "before-publish": (publish_module, "publish_cut", die),
+        "before-publish": (steps_module, "publish_cut", die),
         "publish-move": (publish_sql, "move_staged_files", die_on_second_call(publish_sql.move_staged_files)),
-        "slot-advance": (slot_module, "advance_slot", die),
+        "slot-advance": (steps_module, "advance_slot", die),
     }
     if point in patches:
         module, name, replacement = patches[point]
