@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from airflow_provider_streambed import steps as steps_module
 from airflow_provider_streambed.examples.bank import load_bank, move_money
 from airflow_provider_streambed.exceptions import (
     CatalogUnavailableError,
@@ -29,7 +30,6 @@ from airflow_provider_streambed.exceptions import (
 )
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.local import refresh_once
-from airflow_provider_streambed.publish import cut as publish_module
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 from tests.integration.airflow.bank import check_cut
@@ -90,16 +90,16 @@ def test_source_catalog_and_spark_down_each_name_themselves_and_the_retry_publis
         pinned = ledger.get_run("bank", "r2")
         assert pinned is not None and len(ledger.list_cuts("bank")) == 1
 
-        real_publish = publish_module.publish_cut
+        real_publish = steps_module.publish_cut
 
         def catalog_dies_then_publish(*args: Any, **kwargs: Any) -> Any:
             catalog_db.pause()  # down at the publish, after capture and refresh
             return real_publish(*args, **kwargs)
 
-        monkeypatch.setattr(publish_module, "publish_cut", catalog_dies_then_publish)
+        monkeypatch.setattr(steps_module, "publish_cut", catalog_dies_then_publish)
         with pytest.raises(CatalogUnavailableError):
             refresh_once(bank_group, source_dsn=dsn, catalog_properties=props, run_key="r2")
-        monkeypatch.setattr(publish_module, "publish_cut", real_publish)
+        monkeypatch.setattr(steps_module, "publish_cut", real_publish)
         catalog_db.resume()
 
         retried = refresh_once(bank_group, source_dsn=dsn, catalog_properties=props, run_key="r2")
