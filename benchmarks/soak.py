@@ -134,13 +134,13 @@ class Soak:
         elif fault == "spark-down":
             self.refresh(run_key, remote=f"sc://127.0.0.1:{free_port()}")
         elif fault == "catalog-down":
-            with patched("airflow_provider_streambed.publish.cut", "publish_cut", self._stopping_catalog):
+            with patched("airflow_provider_streambed.steps", "publish_cut", self._stopping_catalog):
                 try:
                     self.refresh(run_key)
                 finally:
                     self.catalog_db.resume()
         elif fault == "commit-cut":
-            with patched("airflow_provider_streambed.publish.cut", "publish_cut", self._cutting_commit):
+            with patched("airflow_provider_streambed.steps", "publish_cut", self._cutting_commit):
                 self.refresh(run_key)
         else:
             self._kill(fault.removeprefix("kill-"), run_key)
