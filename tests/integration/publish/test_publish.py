@@ -27,7 +27,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import cut as cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish import sql as sql_module
-from airflow_provider_streambed.staging import group_staging_dir, read_member_manifest, staging_root
+from airflow_provider_streambed.staging import MemberManifest, group_staging_dir, read_member_manifest, staging_root
 from airflow_provider_streambed.staging.members import file_sizes
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage, stage_delta
 
@@ -40,6 +40,14 @@ def _local(uri: str) -> Path:
 
 def _metadata_files(catalog: SqlCatalog, table: str) -> set[str]:
     return {p.name for p in (_local(warehouse_of(catalog)) / "ns" / table / "metadata").iterdir()}
+
+
+def _cut_1_and_run_2(catalog: SqlCatalog, ledger: Ledger) -> tuple[CutRecord, dict[str, MemberManifest]]:
+    """The bank group's cut 1 published by run ``run1``, and run ``run2`` pinned at W=0/7D0 and staged."""
+    warehouse = warehouse_of(catalog)
+    first = publish_cut(catalog, ledger, make_group(), "run1",
+                        pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000), bank_tables(1)))
+    return first, pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
 
 
 def _assert_no_orphaned_metadata(catalog: SqlCatalog, table: str) -> None:
@@ -90,10 +98,8 @@ def test_republishing_a_run_returns_its_cut_and_changes_nothing(catalog: SqlCata
 
 def test_two_concurrent_publishes_of_one_run_make_one_cut(catalog_props: dict[str, str], catalog: SqlCatalog,
                                                          ledger: Ledger) -> None:
-    group, warehouse = make_group(), warehouse_of(catalog)
-    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
-                                                              bank_tables(1)))
-    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    group = make_group()
+    _, manifests = _cut_1_and_run_2(catalog, ledger)
     barrier, results, errors = threading.Barrier(2), [], []
 
     def publisher() -> None:
@@ -127,10 +133,8 @@ def test_a_publisher_whose_files_a_winner_swept_mid_build_returns_the_winners_cu
 ) -> None:
     # The window CI once hit: the winner commits the run's cut and sweeps the loser's attempt (dead:
     # its base pointers moved) between the loser's manifest write and pyiceberg reading its length.
-    group, warehouse = make_group(), warehouse_of(catalog)
-    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
-                                                              bank_tables(1)))
-    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    group = make_group()
+    _, manifests = _cut_1_and_run_2(catalog, ledger)
     winner: list[object] = []
     real_to_manifest_file = ManifestWriter.to_manifest_file
 
@@ -154,10 +158,8 @@ def test_a_publisher_whose_files_a_winner_swept_mid_build_returns_the_winners_cu
 def test_a_publisher_that_finds_its_run_recorded_inside_its_commit_returns_that_cut_and_deletes_its_files(
     catalog_props: dict[str, str], catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    group, warehouse = make_group(), warehouse_of(catalog)
-    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
-                                                              bank_tables(1)))
-    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    group = make_group()
+    _, manifests = _cut_1_and_run_2(catalog, ledger)
     real_commit, winner = sql_module.commit_group, list[CutRecord]()
 
     def winner_first(*args: object, **kwargs: object) -> object:
@@ -181,10 +183,8 @@ def test_a_publisher_that_finds_its_run_recorded_inside_its_commit_returns_that_
 
 
 def test_a_member_changed_by_another_writer_refuses_the_whole_publish(catalog: SqlCatalog, ledger: Ledger) -> None:
-    group, warehouse = make_group(), warehouse_of(catalog)
-    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
-                                                              bank_tables(1)))
-    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    group = make_group()
+    _, manifests = _cut_1_and_run_2(catalog, ledger)
     before = {t: catalog.load_table(f"ns.{t}").metadata_location for t in ("accounts", "totals")}
     catalog.load_table("ns.totals").append(pa.table({"total": pa.array([1], pa.int64()),
                                                      "version": pa.array([9], pa.int64())}))
@@ -198,10 +198,8 @@ def test_a_member_changed_by_another_writer_refuses_the_whole_publish(catalog: S
 def test_a_writer_racing_the_build_is_caught_by_compare_and_swap(
     catalog: SqlCatalog, ledger: Ledger, monkeypatch: pytest.MonkeyPatch, raced: str, other: str
 ) -> None:
-    group, warehouse = make_group(), warehouse_of(catalog)
-    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
-                                                              bank_tables(1)))
-    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    group = make_group()
+    _, manifests = _cut_1_and_run_2(catalog, ledger)
     before = catalog.load_table(f"ns.{other}").metadata_location
     real_commit = sql_module.commit_group
 
@@ -341,9 +339,7 @@ def test_an_incremental_output_on_another_snapshot_is_discarded_not_published(
     catalog: SqlCatalog, ledger: Ledger
 ) -> None:
     group, warehouse = make_group(), warehouse_of(catalog)
-    first = publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(1000),
-                                                                      bank_tables(1)))
-    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(2000), bank_tables(2))
+    first, manifests = _cut_1_and_run_2(catalog, ledger)
     base = first.members["accounts"].snapshot_id
     added = bank_tables(2)["accounts"].slice(0, 1)
     stale = stage_delta(warehouse, "bank", "run2", Lsn(2000), "accounts", added, [], base_snapshot_id=base + 1)
