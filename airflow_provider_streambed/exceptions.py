@@ -90,8 +90,9 @@ class DecodeError(StreambedError):
     """A pgoutput message or a copied value could not be decoded into its column's type."""
 
 
-class SchemaChangeError(StreambedError):
-    """A source table changed in a way the mirror cannot follow (drop, type or key change)."""
+class SchemaChangeError(FinalError):
+    """A source table changed in a way the mirror cannot follow (drop, type or key change). Final:
+    no retry changes the source's catalog; the message names the fix."""
 
 
 class RefreshError(StreambedError):

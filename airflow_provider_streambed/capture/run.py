@@ -255,6 +255,7 @@ def _table_captures(
             source_table=table.qualified_name,
             columns=extracted.columns[member],
             key_columns=table.key_columns,
+            filled_columns=table.filled_columns,
             files=extracted.files[member],
             changes=extracted.changes[member],
             copy_files=copy.files if copy else (),

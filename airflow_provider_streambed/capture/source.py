@@ -51,6 +51,9 @@ SELECT c.oid::int8, c.relreplident::text,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
            AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT')) AS unreadable,
+       (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+           AND a.atthasmissing) AS filled,
        current_user::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
@@ -69,6 +72,8 @@ class SourceTable:
         key_columns: primary key, else replica identity index, else all columns under
             ``REPLICA IDENTITY FULL``; empty for an append-only table without any of these.
         types: the layout's column types, as :mod:`.typemap` carries them.
+        filled_columns: columns whose rows from before an ``ADD COLUMN ... DEFAULT`` read the
+            default from the catalog (``pg_attribute.atthasmissing``): no WAL record carries it.
     """
 
     member: str
@@ -77,6 +82,7 @@ class SourceTable:
     layout: tuple[Column, ...]
     key_columns: tuple[str, ...]
     types: tuple[PgType, ...]
+    filled_columns: tuple[str, ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -134,7 +140,7 @@ def describe_table(
     where = f"group {group.name!r}, member {mirror.name!r}"
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
-    oid, identity, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, role = row
+    oid, identity, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, filled, role = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -171,7 +177,7 @@ def describe_table(
     types = (resolver or TypeResolver(conn)).column_types(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
-    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types)
+    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()))
 
 
 #: The tables a publication names (a partitioned table itself, whatever ``publish_via_partition_root``).

@@ -1,4 +1,6 @@
-"""Widening a member table's schema to its staged output's: new columns, promoted types."""
+"""Evolving a member table's schema to its staged output's: new columns, promoted types, and for
+an output that replaces the table whole, the columns it no longer has dropped (by field id: no
+data file is rewritten, older snapshots keep reading them)."""
 
 from __future__ import annotations
 
@@ -24,10 +26,12 @@ def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
     return shape(schema.as_arrow()) == shape(arrow_schema)
 
 
-def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
-    """Widen the table's schema to a staged output's: new columns, promoted types (int to long).
-    Stages nothing when the output's schema is the table's (the common case: a schema update
-    costs milliseconds per member, a comparison microseconds).
+def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: bool) -> None:
+    """Evolve the table's schema to a staged output's: new columns, promoted types (int to long);
+    with ``whole`` (the output replaces every row: a first cut, a copy, a rewrite, a derived
+    member) also drop the columns the output does not have, so that its rows do not read them as
+    null. Stages nothing when the output's schema is the table's (the common case: a schema
+    update costs milliseconds per member, a comparison microseconds).
 
     Raises:
         OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
@@ -38,6 +42,9 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema) -> None:
     try:
         with transaction.update_schema() as update:
             update.union_by_name(arrow_schema)
+            for field in transaction.table_metadata.schema().fields if whole else ():
+                if field.name not in arrow_schema.names:
+                    update.delete_column(field.name)
     except (ResolveError, ValidationError, ValueError) as error:
         current = transaction.table_metadata.schema().as_arrow()
         changed = [

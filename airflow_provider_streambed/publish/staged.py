@@ -69,7 +69,7 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
         filesystem, info, _ = where(manifest.files[0])
         with filesystem.open_input_file(info.path) as stream:
             arrow_schema = pq.read_schema(stream)
-        evolve_schema(MemoTransaction(plan.table), arrow_schema)  # the transaction is dropped: a dry run
+        evolve_schema(MemoTransaction(plan.table), arrow_schema, whole=not manifest.incremental)  # a dry run
 
 
 def moved_path(table_location: str, run_key: str, source: str) -> str:

@@ -18,6 +18,7 @@ from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.refresh.columns import check_mirror_columns
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
@@ -50,6 +51,8 @@ def build_job_spec(
     Raises:
         RefreshError: the capture manifest is missing or belongs to another group or run.
         InvalidWatermarkError: the run's W is not after the previous cut's W (final).
+        SchemaChangeError: a mirror's source table dropped or renamed a column, or added one with a
+            default that its older rows read from the catalog (final; :mod:`.columns`).
     """
     data = read_json(capture_manifest_uri)
     if data is None:
@@ -64,6 +67,9 @@ def build_job_spec(
     if previous is not None:
         check_after_last_cut(group.name, run_key, manifest.watermark, previous.watermark, previous.cut_id)
     tables = {} if previous is None else _previous_tables(catalog, group, previous)
+    for capture in manifest.tables:  # a copy is written whole: it takes the source's columns as they are
+        if capture.member in tables and not capture.bootstrap:
+            check_mirror_columns(group.name, capture, tables[capture.member][0].schema().column_names)
     summaries = {name: _summary(table, snapshot_id) for name, (table, snapshot_id) in tables.items()}
     work = plan_work(group, {table.member: table for table in manifest.tables}, _known(tables, summaries))
     carried = {name: planned.reason for name, planned in work.items() if not planned.compute}

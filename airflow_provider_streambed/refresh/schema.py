@@ -1,8 +1,10 @@
-"""Schema evolution rules of a mirror: added columns follow, anything else fails the run.
+"""The Spark job's check of a mirror's changelog against its previous files: added columns follow,
+anything else fails the member before anything is staged.
 
 The previous cut's files carry the schema the mirror had; the changelog segments carry the
-source table's schema now. ``ADD COLUMN`` appears in the next cut (older rows null); a dropped
-column, a changed type or a changed key fails the refresh before anything is staged.
+source table's schema now. ``ADD COLUMN`` appears in the next cut (older rows null); a changed type
+or a changed key fails the refresh. Dropped, renamed and defaulted columns are refused earlier,
+when the run is planned (:mod:`.columns`); the job checks them again on the files it reads.
 """
 
 from __future__ import annotations

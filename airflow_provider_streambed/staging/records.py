@@ -32,6 +32,8 @@ class TableCapture:
             the changelog), taken at a snapshot that the changes may overlap: they must be applied
             to it idempotently. Empty: no copy this run.
         copied_rows: rows in ``copy_files``.
+        filled_columns: columns whose rows from before an ``ADD COLUMN ... DEFAULT`` read the
+            default from the source's catalog, not from any WAL record.
     """
 
     member: str
@@ -42,6 +44,7 @@ class TableCapture:
     changes: int
     copy_files: tuple[str, ...] = ()
     copied_rows: int = 0
+    filled_columns: tuple[str, ...] = ()
 
     @property
     def bootstrap(self) -> bool:
@@ -52,7 +55,8 @@ class TableCapture:
     def from_dict(cls, data: dict[str, Any]) -> TableCapture:
         """Inverse of ``dataclasses.asdict``."""
         data = {key: value for key, value in data.items() if key != "bootstrap"}  # a field of older releases
-        return cls(**{**data, **{k: tuple(data.get(k, ())) for k in ("columns", "key_columns", "files", "copy_files")}})
+        lists = ("columns", "key_columns", "files", "copy_files", "filled_columns")
+        return cls(**{**data, **{k: tuple(data.get(k, ())) for k in lists}})
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,9 @@
 
 Real PostgreSQL, the real capture step, the job in-process on the ``local[2]`` session, and
 ``publish_cut`` into an SQLite catalog: the published table's schema gains the column, earlier
-rows read null; a dropped column or a changed type fails the refresh naming table and column,
-and nothing is staged or published for that run.
+rows read null; a dropped column, a column added with a default (which older rows read from the
+catalog) or a changed type fails the refresh naming table and column, and nothing is staged or
+published for that run; a resync of the group then publishes the source's rows.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
-from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.exceptions import RefreshError, SchemaChangeError, is_final
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import CutReader
@@ -55,16 +56,16 @@ class Cuts:
         self.ledger.create()
         self.conn = psycopg.connect(dsn, autocommit=True)
 
-    def stage(self, run_key: str) -> tuple[JobSpec, dict[str, MemberManifest]]:
+    def stage(self, run_key: str, *, resync: bool = False) -> tuple[JobSpec, dict[str, MemberManifest]]:
         """Capture and compute the run; returns (job spec, staged manifests)."""
-        captured = capture_run(self.conn, GROUP, self.ledger, run_key, self.warehouse)
+        captured = capture_run(self.conn, GROUP, self.ledger, run_key, self.warehouse, CaptureSettings(resync=resync))
         spec = build_job_spec(GROUP, self.catalog, self.ledger, captured.manifest_uri, run_key)
         run_job(self.spark, spec)
         return spec, collect_member_manifests(spec)
 
-    def publish(self, run_key: str) -> CutRecord:
+    def publish(self, run_key: str, *, resync: bool = False) -> CutRecord:
         """One whole cut: staged, published, slot advanced."""
-        _, staged = self.stage(run_key)
+        _, staged = self.stage(run_key, resync=resync)
         cut = publish_cut(self.catalog, self.ledger, GROUP, run_key, staged)
         advance_slot(self.conn, GROUP, cut.watermark)
         return cut
@@ -108,16 +109,36 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ("ALTER TABLE accounts DROP COLUMN note", r"table 'public.accounts'.*column 'note' was dropped"),
-        ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)",
-         r"table 'public.accounts'.*column 'balance' changed type from bigint to decimal\(20,2\)"),
+        ("ALTER TABLE accounts DROP COLUMN note", r"columns \['note'\] were dropped or renamed since the last cut"),
+        ("ALTER TABLE accounts RENAME COLUMN note TO remark",
+         r"columns \['note'\] were dropped or renamed since the last cut"),
+        ("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'",
+         r"columns \['region'\] were added with a DEFAULT, which the rows from before the ALTER TABLE read"),
     ],
 )
-def test_other_changes_fail_the_run_naming_table_and_column(cuts: Cuts, change: str, message: str) -> None:
+def test_changes_the_mirror_cannot_follow_are_refused_as_final_until_a_resync(
+    cuts: Cuts, change: str, message: str
+) -> None:
     cuts.publish("run1")
     cuts.conn.execute(change)
     cuts.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-    with pytest.raises(RefreshError, match=message) as failure:
+    where = r"group 'evolving', member 'accounts': source table public.accounts: "
+    with pytest.raises(SchemaChangeError, match=where + message + r".*resync the group") as refused:
+        cuts.stage("run2")  # refused while the run is planned: nothing is computed, no Spark job starts
+    assert is_final(refused.value)
+    root = staging_root(cuts.warehouse, GROUP.name, "run2")
+    assert read_member_manifest(root, "accounts") is None and read_member_manifest(root, "rich") is None
+    assert cuts.publish("run3", resync=True).cut_id == 2
+    assert published_rows(cuts, 2, "accounts") == cuts.source_rows()
+    assert list(published_rows(cuts, 1, "accounts")[0]) == ["id", "balance", "note"]  # cut 1 keeps its schema
+
+
+def test_a_changed_type_fails_the_run_naming_table_and_column(cuts: Cuts) -> None:
+    cuts.publish("run1")
+    cuts.conn.execute("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)")
+    cuts.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+    with pytest.raises(RefreshError, match=r"table 'public.accounts'.*column 'balance' changed type from bigint to "
+                                           r"decimal\(20,2\)") as failure:
         cuts.stage("run2")
     assert "member 'rich': not computed" in str(failure.value)
     root = staging_root(cuts.warehouse, GROUP.name, "run2")
