@@ -58,7 +58,8 @@ BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID, JSON = 16, 17, 18, 19, 20,
 FLOAT4, FLOAT8, BPCHAR, VARCHAR, DATE, TIME = 700, 701, 1042, 1043, 1082, 1083
 TIMESTAMP, TIMESTAMPTZ, INTERVAL, TIMETZ, NUMERIC, UUID, JSONB = 1114, 1184, 1186, 1266, 1700, 2950, 3802
 
-_NATIVE: dict[int, pa.DataType] = {
+#: Built-in types with an Arrow type of their own (besides numerics).
+NATIVE: dict[int, pa.DataType] = {
     BOOL: pa.bool_(),
     BYTEA: pa.binary(),
     INT2: pa.int16(),
@@ -75,7 +76,7 @@ _NATIVE: dict[int, pa.DataType] = {
     TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
 }
 #: Built-in types carried as their text form (besides enums, arrays and wide numerics).
-_TEXT_FORM = frozenset({
+TEXT_FORM = frozenset({
     CHAR, NAME, OID, JSON, 142, 600, 601, 602, 603, 604, 628, 650, 718, 774, 790, 829, 869, INTERVAL, TIMETZ,
     1560, 1562, UUID, 3220, 3614, 3615, JSONB, 4072,
 })
@@ -114,7 +115,15 @@ def numeric_precision_scale(type_modifier: int) -> tuple[int, int] | None:
     return (value >> 16) & 0xFFFF, value & 0xFFFF
 
 
-def _decimal(type_modifier: int) -> pa.DataType | None:
+def decimal_type(type_modifier: int) -> pa.DataType | None:
+    """The Arrow decimal a numeric type modifier maps to, ``None`` when the column is carried as text.
+
+    Args:
+        type_modifier: the column's ``atttypmod`` (``-1``: an unconstrained ``numeric``).
+
+    Returns:
+        ``decimal128(p, s)`` for a precision of 1 to 38, else ``None`` (PostgreSQL's text form).
+    """
     bounds = numeric_precision_scale(type_modifier)
     if bounds is not None and 0 < bounds[0] <= _MAX_DECIMAL_PRECISION and bounds[1] <= bounds[0]:
         return pa.decimal128(*bounds)
@@ -152,7 +161,7 @@ class PgType:
         conversions' unit tests use it)."""
         fixed = oid in {BOOL, INT2, INT4, INT8, FLOAT4, FLOAT8, DATE, TIME, TIMESTAMP, TIMESTAMPTZ, UUID, OID, CHAR,
                         NAME, INTERVAL, TIMETZ}
-        return cls(str(oid), oid, modifier, fixed, oid in _TEXT_FORM or (oid == NUMERIC and not _decimal(modifier)))
+        return cls(str(oid), oid, modifier, fixed, oid in TEXT_FORM or (oid == NUMERIC and not decimal_type(modifier)))
 
     @property
     def arrow(self) -> pa.DataType:
@@ -160,10 +169,10 @@ class PgType:
         if self.text_form:
             return pa.string()
         if self.oid == NUMERIC:
-            decimal = _decimal(self.modifier)
+            decimal = decimal_type(self.modifier)
             assert decimal is not None  # text_form otherwise
             return decimal
-        return _NATIVE[self.oid]
+        return NATIVE[self.oid]
 
     def copy_expression(self, column: str) -> sql.Composable:
         """The select-list expression a copy reads the column with: text forms and numerics as the
@@ -369,8 +378,8 @@ class TypeResolver:
             element = self._rows[row.element]
             supported = element.kind != "p" and self._resolve(row.element, -1) is not None
             return PgType(row.name, TEXT, -1, fixed, True, row.output) if supported else None
-        if oid in _NATIVE or oid == NUMERIC:
-            return PgType(row.name, oid, modifier, fixed, oid == NUMERIC and _decimal(modifier) is None, row.output)
-        if oid in _TEXT_FORM:
+        if oid in NATIVE or oid == NUMERIC:
+            return PgType(row.name, oid, modifier, fixed, oid == NUMERIC and decimal_type(modifier) is None, row.output)
+        if oid in TEXT_FORM:
             return PgType(row.name, oid, modifier, fixed, True, row.output)
         return None
