@@ -47,7 +47,8 @@ from airflow_provider_streambed.capture.pgoutput import (
     tuple_reader,
 )
 from airflow_provider_streambed.capture.source import SourceTable
-from airflow_provider_streambed.capture.typemap import PgType, TypeResolver
+from airflow_provider_streambed.capture.type_resolver import TypeResolver
+from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DecodeError
 from airflow_provider_streambed.lsn import Lsn
@@ -110,7 +111,7 @@ class ChangeStream:
         start: keep commits at or after this LSN (the slot's confirmed position).
         watermark: keep commits before W.
         column_types: types ``(where, (name, type OID, modifier) columns)`` of a Relation message
-            (:meth:`.typemap.TypeResolver.column_types`).
+            (:meth:`.type_resolver.TypeResolver.column_types`).
     """
 
     group: str

@@ -20,7 +20,8 @@ from psycopg.conninfo import make_conninfo
 
 from airflow_provider_streambed.capture.names import mirror_table, publication_name, slot_name
 from airflow_provider_streambed.capture.pgoutput import Column
-from airflow_provider_streambed.capture.typemap import PgType, TypeResolver
+from airflow_provider_streambed.capture.type_resolver import TypeResolver
+from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.capture.waits import (
     DEFAULT_TIMEOUT_SECONDS,
     lock_holders,

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.capture import typemap as t
-from airflow_provider_streambed.capture.typemap import TypeResolver
+from airflow_provider_streambed.capture.type_resolver import TypeResolver
 from airflow_provider_streambed.exceptions import UnsupportedTypeError
 
 pytestmark = pytest.mark.slow
