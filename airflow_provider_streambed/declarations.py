@@ -197,7 +197,8 @@ class CutRetention:
 
 
 Member = Mirror | SqlMember | PythonMember
-_KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
+#: The member classes by the kind named in job specs (:func:`member_fields` writes it).
+MEMBER_KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
     "mirror": Mirror,
     "sql": SqlMember,
     "python": PythonMember,
@@ -206,7 +207,7 @@ _KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
 
 def member_kind(member: Member) -> str:
     """The member's kind as used in job specs: ``mirror``, ``sql`` or ``python``."""
-    return next(kind for kind, cls in _KINDS.items() if isinstance(member, cls))
+    return next(kind for kind, cls in MEMBER_KINDS.items() if isinstance(member, cls))
 
 
 def member_fields(member: Member) -> dict[str, Any]:
@@ -345,9 +346,9 @@ class RefreshGroup:
         for raw in data["members"]:
             fields = dict(raw)
             kind = fields.pop("kind")
-            if kind not in _KINDS:
+            if kind not in MEMBER_KINDS:
                 raise DeclarationError(f"group {data.get('name')!r}: unknown member kind {kind!r}")
-            members.append(_KINDS[kind](**fields))
+            members.append(MEMBER_KINDS[kind](**fields))
         retention = data.get("retention")
         return cls(**{**data, "members": tuple(members),
                       "retention": None if retention is None else CutRetention.from_dict(retention)})
