@@ -7,8 +7,9 @@ declarations. The Airflow face (``StreambedRefreshGroup``, operators, hooks) liv
 
 from __future__ import annotations
 
-from airflow_provider_streambed.declarations import CutRetention, Member, Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import CutRetention, RefreshGroup
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
 
 __version__ = "0.1.0"
 

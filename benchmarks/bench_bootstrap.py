@@ -65,7 +65,8 @@ def rss_mib() -> float:
 
 
 def group(name: str) -> Any:
-    from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+    from airflow_provider_streambed.declarations import RefreshGroup
+    from airflow_provider_streambed.member_declarations import Mirror
 
     return RefreshGroup(name=name, source_conn_id="pg", catalog_conn_id="lake", namespace=name,
                         members=(Mirror("public.wide"),))

@@ -28,7 +28,8 @@ from airflow_provider_streambed.capture.names import publication_name, slot_name
 from airflow_provider_streambed.capture.slot import advance_slot, check_slot
 from airflow_provider_streambed.capture.source import ensure_source
 from airflow_provider_streambed.capture.watermark import current_flush_lsn
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 
 GROUP = RefreshGroup("bench", "src", "cat", "ns", members=(Mirror("bench"),))

@@ -35,8 +35,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_streambed.declarations import Mirror
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.job import merge
 from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput

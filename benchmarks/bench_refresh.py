@@ -22,8 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Member, Mirror, SqlMember
 from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.staging import JobSpec, TableCapture
 from tests.integration.refresh.jobs import capture_dir, stage_spec

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from airflow_provider_streambed.declarations import GROUP_NAME, Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import GROUP_NAME, RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
+from airflow_provider_streambed.member_declarations import Mirror
 
 PREFIX = "streambed_"
 

@@ -28,8 +28,9 @@ from airflow_provider_streambed.capture.waits import (
     run_watched,
     running_transactions,
 )
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError, SourceError
+from airflow_provider_streambed.member_declarations import Mirror
 
 logger = logging.getLogger(__name__)
 

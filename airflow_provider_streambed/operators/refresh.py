@@ -10,9 +10,10 @@ from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import Context
 from pyiceberg.catalog import Catalog
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
 from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
 from airflow_provider_streambed.operators.lineage import lineage_of
 

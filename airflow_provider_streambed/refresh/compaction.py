@@ -5,7 +5,7 @@ file; readers then open more files and skip deleted rows. A mirror is due for co
 deleted rows exceed ``compact_deleted_ratio`` of its live rows or its snapshot has more than
 ``compact_max_files`` small files (under :data:`SMALL_FILE_BYTES`; a whole write aims at 128 MiB
 files, so a large mirror is not due again right after its compaction), both set per
-:class:`~airflow_provider_streambed.declarations.Mirror`.
+:class:`~airflow_provider_streambed.member_declarations.Mirror`.
 A due mirror that the run computes anyway is rewritten whole in the same cut; by default
 (``compact="auto"``) at most one per run, the most amplified first, so one run never pays for
 rewriting every table. ``compact="all"`` rewrites every due mirror, ``"none"`` none. A mirror
@@ -20,8 +20,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
+from airflow_provider_streambed.member_declarations import Mirror
 
 Compact = Literal["auto", "all", "none"]
 COMPACT_MODES: tuple[Compact, ...] = ("auto", "all", "none")

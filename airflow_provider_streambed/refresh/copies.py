@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, read_json, write_json
 from airflow_provider_streambed.staging.members import file_sizes, staged_manifest

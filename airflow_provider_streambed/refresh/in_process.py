@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.mirror_input import mirror_input
 from airflow_provider_streambed.refresh.mirror_local import merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import stage_mirror

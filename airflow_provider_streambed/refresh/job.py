@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.declarations import Member, Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError, StreambedError
+from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     compute_python_member,

@@ -17,9 +17,10 @@ from typing import Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_streambed.declarations import PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
 

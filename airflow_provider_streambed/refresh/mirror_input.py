@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.staging import JobSpec, SnapshotFiles, TableCapture
 
 

@@ -15,9 +15,10 @@ from pyiceberg.table import Table
 
 from airflow_provider_streambed.catalog import plan_snapshot, staging_of
 from airflow_provider_streambed.cut_order import check_after_last_cut
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.columns import check_mirror_columns
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work

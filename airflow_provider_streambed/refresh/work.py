@@ -19,7 +19,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_provider_streambed.declarations import Member, Mirror, RefreshGroup, member_fields
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.member_declarations import Member, Mirror, member_fields
 from airflow_provider_streambed.staging import JobSpec, TableCapture
 from airflow_provider_streambed.staging.members import staged_manifest
 

@@ -46,14 +46,14 @@ def test_package_root_imports_no_airflow() -> None:
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
-@pytest.mark.parametrize("module", ["lsn", "declarations", "exceptions", "run_key"])
+@pytest.mark.parametrize("module", ["lsn", "declarations", "member_declarations", "exceptions", "run_key"])
 def test_pure_modules_import_nothing_of_the_engine(module: str) -> None:
     source = importlib.import_module(f"airflow_provider_streambed.{module}").__file__
     assert source is not None
     with open(source, encoding="utf-8") as handle:
         imports = [line for line in handle if line.startswith(("import ", "from "))]
     allowed = ("airflow_provider_streambed.lsn", "airflow_provider_streambed.declarations",
-               "airflow_provider_streambed.exceptions")
+               "airflow_provider_streambed.member_declarations", "airflow_provider_streambed.exceptions")
     for line in imports:
         if "airflow_provider_streambed" in line:
             assert any(name in line for name in allowed), line

@@ -14,8 +14,9 @@ import pytest
 
 from airflow_provider_streambed.capture.run import CaptureResult
 from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutMember, Ledger
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.staging import COMMIT_LSN, OP, SEQ, TOAST_MARKER_PREFIX, XID, CaptureManifest
 
 Row = dict[str, Any]

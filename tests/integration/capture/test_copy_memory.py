@@ -21,8 +21,9 @@ SCRIPT = textwrap.dedent("""
     from airflow_provider_streambed.capture import copy
     from airflow_provider_streambed.capture.bootstrap import CopyOptions
     from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
-    from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+    from airflow_provider_streambed.declarations import RefreshGroup
     from airflow_provider_streambed.ledger import Ledger
+    from airflow_provider_streambed.member_declarations import Mirror
 
     copy.BATCH_BYTES = 1 << 20  # 1 MiB batches, 2 connections: far below the table's size
     copy.MIN_RANGE_BLOCKS = 1024

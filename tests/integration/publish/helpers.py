@@ -8,9 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from airflow_provider_streambed.declarations import RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.staging import (
     DELETE_FIELD_IDS,
     DELETE_FILE_PATH,

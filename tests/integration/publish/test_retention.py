@@ -28,10 +28,11 @@ from pyiceberg.table import StaticTable, TableProperties
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.catalog import warehouse_of
-from airflow_provider_streambed.declarations import CutRetention, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import CutRetention, RefreshGroup
 from airflow_provider_streambed.exceptions import CutExpiredError, CutNotFoundError
 from airflow_provider_streambed.ledger import CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish.attempts import Attempt
 from airflow_provider_streambed.publish.expiry import ExpiryPlan, ExpiryPlanner

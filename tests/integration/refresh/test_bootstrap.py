@@ -24,12 +24,13 @@ from airflow_provider_streambed.capture.copy import TableProgress
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import plan_snapshot_files
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.examples.bank import SCHEMA as BANK_SCHEMA
 from airflow_provider_streambed.examples.bank import Writer
 from airflow_provider_streambed.exceptions import UnsupportedTypeError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.local import refresh_once
+from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests

@@ -12,9 +12,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row

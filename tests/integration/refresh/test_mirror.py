@@ -11,9 +11,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.refresh.mirror import _change_facts
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF

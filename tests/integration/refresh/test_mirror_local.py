@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh import mirror_local
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.refresh.mirror import merge_mirror

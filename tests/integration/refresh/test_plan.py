@@ -8,10 +8,11 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.catalog import open_catalog
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.refresh import build_job_spec, write_job_spec
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, capture_manifest_uri, read_json, write_json
 

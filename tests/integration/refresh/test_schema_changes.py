@@ -20,9 +20,10 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import open_catalog
-from airflow_provider_streambed.declarations import Mirror, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError, SchemaChangeError, is_final
 from airflow_provider_streambed.ledger import CutRecord, Ledger
+from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.declarations import PythonMember
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import PythonMember
 from airflow_provider_streambed.refresh import collect_member_manifests, run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.staging.members import read_member_manifest
 from airflow_provider_streambed.testing.spark import EventLogs

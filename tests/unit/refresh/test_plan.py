@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.declarations import Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh import collect_member_manifests
 from airflow_provider_streambed.refresh.spec import check_spec
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
