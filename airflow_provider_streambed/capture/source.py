@@ -35,7 +35,7 @@ from airflow_provider_streambed.member_declarations import Mirror
 logger = logging.getLogger(__name__)
 
 _TABLE_QUERY = """
-SELECT c.oid::int8, c.relreplident::text,
+SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS columns,
        (SELECT array_agg(a.atttypid::int8 ORDER BY a.attnum) FROM pg_attribute a
@@ -133,8 +133,9 @@ def describe_table(
     """The catalog description of a mirrored table, checking it exists and has a usable key.
 
     Raises:
-        SourceError: the table is missing, the role may not read it (or some of its columns), or
-            it has no primary key nor usable replica identity, or its key is a DEFERRABLE primary
+        SourceError: the table is missing, the role may not read it (or some of its columns), it
+            is UNLOGGED (its changes never reach the WAL), or it has no primary key nor usable
+            replica identity (or replica identity NOTHING), or its key is a DEFERRABLE primary
             key, while the mirror is not append-only; UnsupportedTypeError for a column whose type
             the type mapping does not carry.
     """
@@ -142,13 +143,26 @@ def describe_table(
     where = f"group {group.name!r}, member {mirror.name!r}"
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
-    oid, identity, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, filled, role = row
+    (oid, identity, persistence, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, filled,
+     role) = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
         raise SourceError(
             f"{where}: role {role!r} lacks the SELECT privilege on{what} source table {mirror.qualified_table!r} "
             f"(bootstrap copies and resyncs read it); GRANT SELECT ON {mirror.qualified_table} TO {role}"
+        )
+    if persistence != "p":
+        raise SourceError(
+            f"{where}: source table {mirror.qualified_table!r} is UNLOGGED (or temporary): its changes are not "
+            "written to the WAL, so logical decoding never sees them and the mirror would silently miss them; make "
+            f"it logged (ALTER TABLE {mirror.qualified_table} SET LOGGED) or leave it out of the group"
+        )
+    if identity == "n" and not mirror.append_only:
+        raise SourceError(
+            f"{where}: source table {mirror.qualified_table!r} has REPLICA IDENTITY NOTHING: its updates and deletes "
+            "carry no key, so the mirror cannot find the rows they change; set REPLICA IDENTITY DEFAULT (with a "
+            "primary key), USING INDEX or FULL, or declare the mirror append_only=True"
         )
     if identity == "i" and identity_index:
         key = tuple(identity_index)

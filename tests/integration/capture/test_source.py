@@ -43,6 +43,24 @@ def test_table_without_key_needs_append_only(source: Conn) -> None:
     assert ensure_source(source, make_group("keyed"))["keyed"].key_columns == ("b", "a")
 
 
+def test_tables_whose_changes_cannot_reach_the_mirror_are_refused_naming_the_fix(source: Conn) -> None:
+    source.execute("CREATE UNLOGGED TABLE scratch (id int PRIMARY KEY, v text)")
+    for group in (make_group("scratch"), make_group("scratch", append_only=("scratch",))):
+        with pytest.raises(SourceError, match=r"member 'scratch': source table 'public.scratch' is UNLOGGED .*never "
+                                              r"sees them .*ALTER TABLE public.scratch SET LOGGED"):
+            ensure_source(source, group)
+    assert publication_tables(source) == set(), "nothing was set up for a refused table"
+    source.execute("ALTER TABLE scratch SET LOGGED")
+    assert ensure_source(source, make_group("scratch"))["scratch"].key_columns == ("id",)
+
+    source.execute("CREATE TABLE silent (id int PRIMARY KEY, v text)")
+    source.execute("ALTER TABLE silent REPLICA IDENTITY NOTHING")
+    with pytest.raises(SourceError, match=r"'public.silent' has REPLICA IDENTITY NOTHING: its updates and deletes "
+                                          r"carry no key.*REPLICA IDENTITY DEFAULT .*append_only=True"):
+        ensure_source(source, make_group("silent"))
+    assert ensure_source(source, make_group("silent", append_only=("silent",)))["silent"].key_columns == ()
+
+
 def test_a_deferrable_primary_key_needs_another_key_or_append_only(source: Conn) -> None:
     # UPDATE t SET id = id + 1 under a deferrable key logs each row's delete and new image in turn:
     # a key holds two rows for a moment, and a merge by key would lose rows
