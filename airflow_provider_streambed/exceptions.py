@@ -123,9 +123,10 @@ class UnpublishableRunError(PublishError, FinalError):
     next run publishes a new cut."""
 
 
-class OutputSchemaError(StagedOutputError, SchemaChangeError):
+class OutputSchemaError(StagedOutputError):
     """A member's output changes a column of its table in a way Iceberg cannot evolve to (a type
-    that is not a widening)."""
+    that is not a widening). Retryable, unlike a :class:`SchemaChangeError` of the source: the
+    output changes with the member's code, so it is discarded for the refresh to compute again."""
 
 
 class PublishConflictError(PublishError):
