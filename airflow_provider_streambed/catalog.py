@@ -93,6 +93,20 @@ def ledger_of(catalog: Catalog) -> Ledger:
                              "the run ledger")
 
 
+def open_with_ledger(properties: Mapping[str, str], *, create: bool = True) -> tuple[Catalog, Ledger]:
+    """Open the catalog described by ``properties`` and its run ledger (:func:`open_catalog`, :func:`ledger_of`).
+
+    Args:
+        properties: pyiceberg catalog properties.
+        create: create the ledger's tables when missing; ``False`` for a reader that must not write.
+    """
+    catalog = open_catalog(properties)
+    ledger = ledger_of(catalog)
+    if create:
+        ledger.create()
+    return catalog, ledger
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedSnapshot:
     """A snapshot's files as pyiceberg plans them, with each file's size in bytes."""

@@ -19,7 +19,7 @@ import psycopg
 from airflow_provider_streambed import steps
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
 from airflow_provider_streambed.capture.run import CaptureSettings
-from airflow_provider_streambed.catalog import LEDGER_URI_PROPERTY, STAGING_URI_PROPERTY, ledger_of, open_catalog
+from airflow_provider_streambed.catalog import LEDGER_URI_PROPERTY, STAGING_URI_PROPERTY, open_with_ledger
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.dependencies import describe_catalog, describe_source, naming_dependencies
 from airflow_provider_streambed.ledger import CutRecord, RunState
@@ -121,10 +121,7 @@ def refresh_once(
     staging = catalog_properties.get(STAGING_URI_PROPERTY) or catalog_properties.get("warehouse")
     with naming_dependencies(source=describe_source(source_dsn), catalog=describe_catalog(uri) if uri else None,
                              warehouse=staging):
-        catalog = open_catalog(catalog_properties)
-        ledger = ledger_of(catalog)
-        ledger.create()
-        run = steps.Run(group, run_key, catalog, ledger)
+        run = steps.Run(group, run_key, *open_with_ledger(catalog_properties))
         with steps.settling(run, will_retry=True):
             return _run(run, lambda: psycopg.connect(source_dsn), _Spark(master, spark_conf or {}, spark_remote),
                         CaptureSettings(explicit_watermark=explicit_watermark, copy=CopyOptions(copy_parallelism),
@@ -144,7 +141,7 @@ class _Spark:
         if self.remote:
             run_on_connect(spec, self.remote, members)
         else:
-            run_local_spark_submit(spec_uri, master=self.master, conf=dict(self.conf))
+            run_local_spark_submit(spec_uri, master=self.master, conf=dict(self.conf), members=members)
 
 
 def _run(
@@ -159,22 +156,24 @@ def _run(
     if isinstance(captured, UnchangedRun):
         found = ledger.get_cut(group.name, captured.cut_id, include_expired=True)
         return RunResult(RunState.UNCHANGED, found, run.run_key, captured.checked_at)
-    refreshed: steps.Refreshed | None = None
-    if not isinstance(captured, CutRecord):
+    if isinstance(captured, CutRecord):  # published before: publish only makes sure the slot was advanced
+        cut = steps.publish(run, source=source)
+    else:
         logger.info("group=%s run=%s W=%s: captured in %.2f s", group.name, run.run_key, captured.watermark,
                     times.capture)
         started = time.perf_counter()
         staged = steps.refresh(run, spark=lambda: spark.launch, compact=compact, spark_conf=spark.conf)
         assert isinstance(staged, steps.Refreshed)  # the capture above pinned the run, and W moved
-        refreshed = staged
         times.refresh = time.perf_counter() - started
         logger.info("group=%s W=%s cut=%d: refreshed in %.2f s", group.name, staged.spec.watermark,
                     staged.spec.cut_number, times.refresh)
-    started = time.perf_counter()
-    cut = steps.publish(run, source=source, refreshed=refreshed)
+        started = time.perf_counter()
+        cut = steps.publish(run, source=source, refreshed=staged)
+        times.publish = time.perf_counter() - started
+        assert isinstance(cut, CutRecord)
+        logger.info("group=%s W=%s cut=%d: published in %.2f s", group.name, cut.watermark, cut.cut_id,
+                    times.publish)
     assert isinstance(cut, CutRecord)
-    times.publish = time.perf_counter() - started
-    logger.info("group=%s W=%s cut=%d: published in %.2f s", group.name, cut.watermark, cut.cut_id, times.publish)
     record = ledger.get_run(group.name, run.run_key)
     assert record is not None
     return RunResult(RunState.PUBLISHED, cut, run.run_key, record.pinned_at)

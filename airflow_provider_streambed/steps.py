@@ -188,7 +188,7 @@ def refresh(
             logger.info("group=%s W=%s cut=%d: member %s carried over (%s)", run.group.name, spec.watermark,
                         spec.cut_number, name, spec.carried[name])
     stage_unchanged_copies(spec)
-    if in_process_enabled(str((spark_conf or {}).get(IN_PROCESS_MERGE_CONF, "true"))):
+    if in_process_enabled((spark_conf or {}).get(IN_PROCESS_MERGE_CONF, "true")):
         stage_in_process(spec, members)  # mirrors merged here need no Spark application
     for application in applications(run.group, spec, members, per_member=application_per_member):
         logger.info("group=%s run=%s W=%s cut=%d: computing %s", run.group.name, run.run_key, spec.watermark,

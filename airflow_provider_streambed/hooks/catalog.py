@@ -33,8 +33,8 @@ from airflow_provider_streambed.catalog import (
     DEFAULT_CATALOG_NAME,
     LEDGER_URI_PROPERTY,
     STAGING_URI_PROPERTY,
-    ledger_of,
     open_catalog,
+    open_with_ledger,
 )
 from airflow_provider_streambed.exceptions import ConnectionConfigError
 from airflow_provider_streambed.ledger import Ledger
@@ -78,16 +78,13 @@ class StreambedCatalogHook(BaseHook):
         return open_catalog(self.properties)
 
     def get_catalog_and_ledger(self, *, create: bool = True) -> tuple[Catalog, Ledger]:
-        """Open the catalog and the run ledger in its database (``catalog.ledger_of``).
+        """Open the catalog and the run ledger in its database (``catalog.open_with_ledger``).
 
         Args:
             create: create the ledger's tables when missing; ``False`` for a reader that must not write.
         """
-        catalog = self.get_conn()
-        ledger = ledger_of(catalog)
-        if create:
-            ledger.create()
-        return catalog, ledger
+        logger.info("opening the catalog of connection %s", self.catalog_conn_id)
+        return open_with_ledger(self.properties, create=create)
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
