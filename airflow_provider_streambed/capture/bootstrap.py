@@ -48,9 +48,19 @@ from airflow_provider_streambed.capture.copy import (
     run_copies,
     split_ranges,
 )
-from airflow_provider_streambed.capture.source import SourceTable, source_conninfo
+from airflow_provider_streambed.capture.names import slot_name
+from airflow_provider_streambed.capture.slot import (
+    REMEDY,
+    advance_slot,
+    check_slot,
+    create_slot_with_snapshot,
+    drop_slot,
+    slot_position,
+)
+from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, source_conninfo
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import DeclarationError, SourceError
+from airflow_provider_streambed.exceptions import DeclarationError, SlotError, SourceError
+from airflow_provider_streambed.ledger import CutRecord, RunRecord
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import delete_files, join, read_json, write_json
 
@@ -243,3 +253,66 @@ def copy_tables(
         parallelism,
     )
     return copies
+
+
+def _first_copies(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
+    stored: RunRecord | None, options: CopyOptions, wait_timeout: float,
+) -> dict[str, BootstrapCopy]:
+    """The copies of a group's first run or of a resync, taken at a new slot's consistent point;
+    reused when the slot is still where they were taken (a retry)."""
+    marker = read_marker(capture_dir)
+    position = slot_position(conn, group)
+    if position is not None:
+        if marker is not None and marker.consistent_point == position and set(marker.copies) == set(tables):
+            logger.info("group=%s: reusing the bootstrap copies at %s", group.name, position)
+            return marker.copies
+        if stored is not None:
+            raise SlotError(
+                f"group {group.name!r}: run pinned W={stored.watermark} but its bootstrap copies are gone; "
+                "start a new run"
+            )
+        logger.warning("group=%s: dropping slot %s at %s to copy every table again", group.name, slot_name(group),
+                       position)
+        drop_slot(conn, group)  # this run copies every table: nothing decoded from the old slot is needed
+    elif stored is not None:
+        raise SlotError(f"group {group.name!r}: the slot vanished after run {stored.run_key!r} pinned "
+                        f"W={stored.watermark}; supersede that run, then {REMEDY}")
+    check_slot_capacity(conn, group)
+    with create_slot_with_snapshot(conn, group, wait_timeout) as created:
+        copies = copy_tables(conn, group, list(tables.values()), capture_dir, options, created.snapshot_name)
+    write_marker(capture_dir, created.consistent_point, copies)
+    return copies
+
+
+def _added_copies(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: list[SourceTable], capture_dir: str,
+    options: CopyOptions,
+) -> dict[str, BootstrapCopy]:
+    """Copies of mirrors that have no previous cut (added to an existing group)."""
+    if not tables:
+        return {}
+    marker = read_marker(capture_dir)
+    if marker is not None and {t.member for t in tables} <= set(marker.copies):
+        return {t.member: marker.copies[t.member] for t in tables}
+    copies = copy_tables(conn, group, tables, capture_dir, options)
+    write_marker(capture_dir, None, copies)
+    return copies
+
+
+def copies_for_run(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
+    stored: RunRecord | None, last: CutRecord | None, resync: bool, options: CopyOptions, wait_timeout: float,
+) -> dict[str, BootstrapCopy]:
+    """The bootstrap copies this run needs: every table on the first run and on a resync, else
+    added members only.
+
+    Raises:
+        SlotError: the slot is missing or lost.
+    """
+    if last is None or resync:
+        return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
+    if check_slot(conn, group).confirmed_flush < last.watermark:
+        advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
+    added = [table for member, table in tables.items() if member not in last.members]
+    return _added_copies(conn, group, added, capture_dir, options)
