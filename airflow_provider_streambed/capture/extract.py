@@ -50,7 +50,7 @@ from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.type_resolver import TypeResolver
 from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import DecodeError
+from airflow_provider_streambed.exceptions import DecodeError, SchemaChangeError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import OP_DELETE, OP_TRUNCATE, OP_UPDATE, join
 
@@ -70,7 +70,7 @@ PEEK_QUERY = (
 )
 DEFAULT_FETCH_ROWS = 20_000
 _RELID = struct.Struct(">I").unpack_from
-_INSERT, _UPDATE, _DELETE, _NEW = ord("I"), ord("U"), ord("D"), ord("N")
+_INSERT, _UPDATE, _DELETE, _NEW, _OLD = ord("I"), ord("U"), ord("D"), ord("N"), ord("O")
 
 
 def configure_decoding_session(conn: psycopg.Connection[Any]) -> None:
@@ -98,6 +98,7 @@ class _Target:
     log: TableLog
     key_indexes: tuple[int, ...]
     read_new: Callable[[bytes, int], list[Value]]
+    keyless: bool = False
 
 
 @dataclass
@@ -147,6 +148,8 @@ class ChangeStream:
                 self._update(target, data)
         elif tag == _DELETE:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+                if target.keyless and data[5] != _OLD:
+                    raise self._not_full(target)
                 self._add(target, OP_DELETE, read_tuple(data, 6)[0])
         else:
             self._control(decode_message(data))
@@ -192,7 +195,7 @@ class ChangeStream:
             log.set_layout(relation.columns, types)
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
-        self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)))
+        self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)), table.keyless)
 
     def _add(self, target: _Target, op: str, values: list[Value]) -> None:
         target.log.add(op, values, self._commit_lsn, self._xid, self._seq)
@@ -203,12 +206,27 @@ class ChangeStream:
         new, old = update.new, update.old
         if old is not None and update.old_kind == "O" and UNCHANGED_TOAST in new:
             new = [old[i] if value is UNCHANGED_TOAST else value for i, value in enumerate(new)]
+        if target.keyless:  # one row of the multiset leaves (its old image) and one comes
+            if old is None or update.old_kind != "O":
+                raise self._not_full(target)
+            if old != new:  # an update to the same values changes no row
+                self._add(target, OP_DELETE, old)
+                self._add(target, OP_UPDATE, new)
+            return
         if old is not None and any(
             new[i] is not UNCHANGED_TOAST and old[i] != new[i] for i in target.key_indexes
         ):
             key_only = [old[i] if i in target.key_indexes else None for i in range(len(old))]
             self._add(target, OP_DELETE, key_only)
         self._add(target, OP_UPDATE, new)
+
+    def _not_full(self, target: _Target) -> SchemaChangeError:
+        """The error for a keyless table's change without its whole old row."""
+        return SchemaChangeError(
+            f"{target.log.where}: a change carries no old row image, so the replica identity of this table without "
+            "a primary key is no longer FULL; a keyless mirror needs every old image (ALTER TABLE ... REPLICA "
+            "IDENTITY FULL), then resync the group (Param resync or streambed resync --group G)"
+        )
 
     def finish(self) -> None:
         """Check the result did not end inside a transaction.

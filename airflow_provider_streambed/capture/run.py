@@ -184,6 +184,7 @@ def _table_captures(
             columns=extracted.columns[member],
             key_columns=table.key_columns,
             filled_columns=table.filled_columns,
+            keyless=table.keyless,
             files=extracted.files[member],
             changes=extracted.changes[member],
             copy_files=copy.files if copy else (),

@@ -71,11 +71,14 @@ class SourceTable:
         qualified_name: ``schema.table``.
         oid: the table's OID.
         layout: live, non-generated columns in attribute order, as a Relation message lists them.
-        key_columns: primary key, else replica identity index, else all columns under
-            ``REPLICA IDENTITY FULL``; empty for an append-only table without any of these.
+        key_columns: primary key, else replica identity index; empty for a keyless or an
+            append-only table.
         types: the layout's column types, as :mod:`.typemap` carries them.
         filled_columns: columns whose rows from before an ``ADD COLUMN ... DEFAULT`` read the
             default from the catalog (``pg_attribute.atthasmissing``): no WAL record carries it.
+        keyless: no key names one row (``REPLICA IDENTITY FULL`` without a primary key, not
+            append-only): the mirror is a multiset of whole rows, and a change's old image is
+            its identity.
     """
 
     member: str
@@ -85,6 +88,7 @@ class SourceTable:
     key_columns: tuple[str, ...]
     types: tuple[PgType, ...]
     filled_columns: tuple[str, ...] = ()
+    keyless: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -166,12 +170,11 @@ def describe_table(
         )
     if identity == "i" and identity_index:
         key = tuple(identity_index)
-    elif identity == "d" and primary_key:
+    elif identity in ("d", "f") and primary_key:
         key = tuple(primary_key)
-    elif identity == "f":
-        key = tuple(primary_key) if primary_key else columns
     else:
         key = ()
+    keyless = identity == "f" and not key and not mirror.append_only
     if deferrable and primary_key and key == tuple(primary_key) and not mirror.append_only:
         raise SourceError(
             f"{where}: source table {mirror.qualified_table!r} has a DEFERRABLE primary key: one statement may "
@@ -180,20 +183,21 @@ def describe_table(
             f"PRIMARY KEY ({', '.join(primary_key)})), set REPLICA IDENTITY USING INDEX on a unique index that is "
             "not deferrable, or declare the mirror append_only=True"
         )
-    if not key and not mirror.append_only:
+    if not key and not keyless and not mirror.append_only:
         raise SourceError(
             f"{where}: source table {mirror.qualified_table!r} has neither a primary key nor a usable "
             "replica identity; add a primary key, set REPLICA IDENTITY USING INDEX/FULL, "
             "or declare the mirror append_only=True"
         )
+    identity_columns = columns if identity == "f" else key  # as pgoutput's Relation flags them
     layout = tuple(
-        Column(name, int(type_oid), int(modifier), name in key)
+        Column(name, int(type_oid), int(modifier), name in identity_columns)
         for name, type_oid, modifier in zip(columns, types or (), modifiers or (), strict=True)
     )
     types = (resolver or TypeResolver(conn)).column_types(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
-    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()))
+    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless)
 
 
 #: The tables a publication names (a partitioned table itself, whatever ``publish_via_partition_root``).

@@ -25,7 +25,8 @@ class TableCapture:
         member: the Mirror member's name.
         source_table: ``schema.table`` in the source database.
         columns: the row columns in source order (without the ``_``-prefixed changelog columns).
-        key_columns: the primary key (or replica identity) columns; empty when append-only.
+        key_columns: the primary key (or replica identity) columns; empty when keyless or
+            append-only.
         files: changelog segment URIs (Parquet), at least one (an empty file carries the schema).
         changes: number of row changes in ``files``.
         copy_files: a bootstrap copy of the table (Parquet of the mirror's columns only, typed as
@@ -34,6 +35,9 @@ class TableCapture:
         copied_rows: rows in ``copy_files``.
         filled_columns: columns whose rows from before an ``ADD COLUMN ... DEFAULT`` read the
             default from the source's catalog, not from any WAL record.
+        keyless: the table has no key (``REPLICA IDENTITY FULL`` without a primary key): the
+            mirror is a multiset, an insert adds its row, a delete removes one row equal to its
+            old image, and an update is a delete of its old image followed by an insert.
     """
 
     member: str
@@ -45,6 +49,7 @@ class TableCapture:
     copy_files: tuple[str, ...] = ()
     copied_rows: int = 0
     filled_columns: tuple[str, ...] = ()
+    keyless: bool = False
 
     @property
     def bootstrap(self) -> bool:
