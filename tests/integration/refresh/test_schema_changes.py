@@ -17,19 +17,13 @@ import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
-from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError, SchemaChangeError, is_final
-from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
-from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
-from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.staging import JobSpec, MemberManifest, staging_root
+from airflow_provider_streambed.staging import staging_root
 from airflow_provider_streambed.staging.members import read_member_manifest
+from tests.integration.refresh.cuts import Cuts
 
 pytestmark = pytest.mark.slow
 
@@ -46,42 +40,17 @@ INSERT INTO accounts SELECT g, g * 50, 'n' || g FROM generate_series(1, 4) g;
 """
 
 
-class Cuts:
-    """Runs capture, the job and publish for one group against one source and catalog."""
-
-    def __init__(self, spark: SparkSession, tmp_path: Path, dsn: str, catalog_uri: str) -> None:
-        self.spark = spark
-        self.warehouse = (tmp_path / "warehouse").as_uri()
-        self.catalog = open_catalog({"uri": catalog_uri, "warehouse": self.warehouse})
-        self.ledger = Ledger(catalog_uri)
-        self.ledger.create()
-        self.conn = psycopg.connect(dsn, autocommit=True)
-
-    def stage(self, run_key: str, *, resync: bool = False) -> tuple[JobSpec, dict[str, MemberManifest]]:
-        """Capture and compute the run; returns (job spec, staged manifests)."""
-        captured = capture_run(self.conn, GROUP, self.ledger, run_key, self.warehouse, CaptureSettings(resync=resync))
-        spec = build_job_spec(GROUP, self.catalog, self.ledger, captured.manifest_uri, run_key)
-        run_job(self.spark, spec)
-        return spec, collect_member_manifests(spec)
-
-    def publish(self, run_key: str, *, resync: bool = False) -> CutRecord:
-        """One whole cut: staged, published, slot advanced."""
-        _, staged = self.stage(run_key, resync=resync)
-        cut = publish_cut(self.catalog, self.ledger, GROUP, run_key, staged)
-        advance_slot(self.conn, GROUP, cut.watermark)
-        return cut
-
-    def source_rows(self) -> list[dict[str, Any]]:
-        cursor = self.conn.execute("SELECT * FROM accounts ORDER BY id")
-        names = [column.name for column in cursor.description or ()]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+def source_rows(cuts: Cuts) -> list[dict[str, Any]]:
+    cursor = cuts.conn.execute("SELECT * FROM accounts ORDER BY id")
+    names = [column.name for column in cursor.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 @pytest.fixture
 def cuts(spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str) -> Iterator[Cuts]:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(SCHEMA)
-    cuts = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri)
+    cuts = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP)
     yield cuts
     cuts.conn.close()
 
@@ -97,13 +66,13 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
     cuts.conn.execute("UPDATE accounts SET tier = 1, balance = balance + 1 WHERE id = 3")
     assert cuts.publish("run2").cut_id == 2
     rows = published_rows(cuts, 2, "accounts")
-    assert rows == cuts.source_rows()
+    assert rows == source_rows(cuts)
     assert [row["tier"] for row in rows] == [None, None, 1, None, 2]
     assert [row["id"] for row in published_rows(cuts, 2, "rich")] == [3, 4, 5]  # derived tables see it too
 
     cuts.conn.execute("ALTER TABLE accounts ADD COLUMN flag boolean")  # no row changes after it
     assert cuts.publish("run3").cut_id == 3
-    assert published_rows(cuts, 3, "accounts") == cuts.source_rows()
+    assert published_rows(cuts, 3, "accounts") == source_rows(cuts)
     assert all(row["flag"] is None for row in published_rows(cuts, 3, "accounts"))
 
 
@@ -130,7 +99,7 @@ def test_changes_the_mirror_cannot_follow_are_refused_as_final_until_a_resync(
     root = staging_root(cuts.warehouse, GROUP.name, "run2")
     assert read_member_manifest(root, "accounts") is None and read_member_manifest(root, "rich") is None
     assert cuts.publish("run3", resync=True).cut_id == 2
-    assert published_rows(cuts, 2, "accounts") == cuts.source_rows()
+    assert published_rows(cuts, 2, "accounts") == source_rows(cuts)
     assert list(published_rows(cuts, 1, "accounts")[0]) == ["id", "balance", "note"]  # cut 1 keeps its schema
 
 
