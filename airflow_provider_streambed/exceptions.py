@@ -99,6 +99,11 @@ class RefreshError(StreambedError):
     """A member of a group failed to refresh."""
 
 
+class FinalRefreshError(RefreshError, FinalError):
+    """A member failed with a final error (a source change its mirror cannot follow, a diverged
+    mirror, a W that can make no cut): no retry of the run can compute it."""
+
+
 class PublishError(StreambedError):
     """A cut could not be published."""
 

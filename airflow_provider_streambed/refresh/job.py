@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError, StreambedError
+from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh.members import (
     CutContext,
+    Failure,
     compute_python_member,
     first_lines,
     sql_member_frame,
@@ -43,6 +44,7 @@ from airflow_provider_streambed.staging import (
 )
 from airflow_provider_streambed.staging.members import (
     ERROR_MARKER,
+    FINAL_ERROR_MARKER,
     stage_member_output,
     staged_manifest,
 )
@@ -73,12 +75,12 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     ]
     captures = read_captures(spec, group)
     staged: dict[str, MemberManifest] = {}
-    failures: dict[str, str] = {}
+    failures: dict[str, Failure] = {}
 
     def attempt(member: Member) -> None:
         share_session(spark)
         outcome = _attempt(spark, spec, group, member, captures, staged, failures)
-        if isinstance(outcome, str):
+        if isinstance(outcome, Failure):
             failures[member.name] = outcome
         else:
             staged[member.name] = outcome
@@ -90,8 +92,10 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
         if not isinstance(member, Mirror):
             attempt(member)
     if failures:
-        detail = "; ".join(f"member {name!r}: {message}" for name, message in failures.items())
-        raise RefreshError(f"group {group.name!r}, run {spec.run_key!r}, W={spec.watermark}: {detail}")
+        detail = "; ".join(f"member {name!r}: {failure.message}" for name, failure in failures.items())
+        final = any(failure.final for failure in failures.values())
+        raise (FinalRefreshError if final else RefreshError)(
+            f"group {group.name!r}, run {spec.run_key!r}, W={spec.watermark}: {detail}")
     return staged
 
 
@@ -102,8 +106,8 @@ def _attempt(
     member: Member,
     captures: dict[str, TableCapture],
     staged: dict[str, MemberManifest],
-    failures: dict[str, str],
-) -> MemberManifest | str:
+    failures: dict[str, Failure],
+) -> MemberManifest | Failure:
     """The member's manifest (staged now, or by an earlier try for the same W and definition), or
     why it failed (its own error's first lines, or its failed sources)."""
     existing = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
@@ -112,12 +116,12 @@ def _attempt(
         return existing
     failed_sources = [source for source in member.sources if source in failures]
     if failed_sources:
-        return f"not computed: its sources {failed_sources} failed"
+        return Failure(f"not computed: its sources {failed_sources} failed", False)
     try:
         return _compute(spark, spec, group, member, captures, staged)
     except Exception as error:  # a member's code may raise anything; keep the others going
         logger.error("group=%s member=%s W=%s failed", group.name, member.name, spec.watermark, exc_info=True)
-        return first_lines(error)
+        return Failure(first_lines(error), is_final(error))
 
 
 def _compute(
@@ -190,6 +194,6 @@ def main(argv: Sequence[str]) -> int:
         finally:
             spark.stop()
     except StreambedError as error:
-        print(f"{ERROR_MARKER}{error}", file=sys.stderr, flush=True)
+        print(f"{FINAL_ERROR_MARKER if is_final(error) else ERROR_MARKER}{error}", file=sys.stderr, flush=True)
         return 1
     return 0

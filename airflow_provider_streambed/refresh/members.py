@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -133,6 +133,14 @@ def load_callable(path: str, where: str) -> Callable[..., Any]:
     if not callable(function):
         raise RefreshError(f"{where}: {path!r} is not callable")
     return function
+
+
+class Failure(NamedTuple):
+    """Why a member failed: its error's first lines, and whether the error is final (no retry of
+    the run can compute the member)."""
+
+    message: str
+    final: bool
 
 
 def first_lines(error: BaseException, limit: int = 3) -> str:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from airflow_provider_streambed.dependencies import check_spark_reachable
-from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.staging.members import ERROR_MARKER
+from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
+from airflow_provider_streambed.staging.members import ERROR_MARKER, FINAL_ERROR_MARKER
 
 logger = logging.getLogger(__name__)
 
@@ -94,15 +94,18 @@ def run_local_spark_submit(
     logger.info("spark-submit master=%s spec=%s members=%s", master, spec_uri, ",".join(members) or "all")
     completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
-        summary = _error_summary(completed.stdout, completed.stderr)
-        raise RefreshError(f"spark-submit failed (exit {completed.returncode}): {summary}")
+        summary, final = _error_summary(completed.stdout, completed.stderr)
+        raise (FinalRefreshError if final else RefreshError)(
+            f"spark-submit failed (exit {completed.returncode}): {summary}")
 
 
-def _error_summary(stdout: str, stderr: str) -> str:
-    """The job's own error line if it printed one (Spark passes the driver's stderr to stdout)."""
-    marked = [line.split(ERROR_MARKER, 1)[1] for line in (stdout + stderr).splitlines() if ERROR_MARKER in line]
-    if marked:
-        return " ".join(marked)
+def _error_summary(stdout: str, stderr: str) -> tuple[str, bool]:
+    """The job's own error line if it printed one (Spark passes the driver's stderr to stdout),
+    and whether it is final."""
+    for marker in (FINAL_ERROR_MARKER, ERROR_MARKER):
+        marked = [line.split(marker, 1)[1] for line in (stdout + stderr).splitlines() if marker in line]
+        if marked:
+            return " ".join(marked), marker == FINAL_ERROR_MARKER
     lines = [line for line in stderr.splitlines() if " INFO " not in line and " WARN " not in line]
     errors = [line for line in lines if "Error" in line or "Exception" in line]
-    return " | ".join((errors or lines)[-5:])
+    return " | ".join((errors or lines)[-5:]), False

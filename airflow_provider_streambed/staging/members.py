@@ -40,6 +40,9 @@ DATA_DIR = "data"
 DELETES_DIR = "deletes"
 #: Prefix of the line the Spark application prints on failure; the submitter reports it.
 ERROR_MARKER = "STREAMBED-ERROR: "
+#: The same for a final error (:func:`~airflow_provider_streambed.exceptions.is_final`): the
+#: submitter raises it as final, so the run releases its group instead of retrying.
+FINAL_ERROR_MARKER = "STREAMBED-FINAL-ERROR: "
 
 
 def parquet_type(arrow_type: pa.DataType) -> pa.DataType:

@@ -111,6 +111,7 @@ def test_a_changed_type_fails_the_run_naming_table_and_column(cuts: Cuts) -> Non
                                            r"decimal\(20,2\)") as failure:
         cuts.stage("run2")
     assert "member 'rich': not computed" in str(failure.value)
+    assert is_final(failure.value)  # no retry computes it: the run releases its group
     root = staging_root(cuts.warehouse, GROUP.name, "run2")
     assert read_member_manifest(root, "accounts") is None and read_member_manifest(root, "rich") is None
     last = cuts.ledger.last_cut(GROUP.name)

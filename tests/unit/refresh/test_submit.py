@@ -27,6 +27,8 @@ def test_job_arguments_and_command() -> None:
 
 def test_error_summary_prefers_the_job_error_line() -> None:
     stdout = "noise\n12:00 INFO x STREAMBED-ERROR: group 'g', member 'm': boom\n"
-    assert _error_summary(stdout, "") == "group 'g', member 'm': boom"
+    assert _error_summary(stdout, "") == ("group 'g', member 'm': boom", False)
     stderr = "26/01/01 INFO Spark: fine\njava.lang.OutOfMemoryError: heap\n"
-    assert _error_summary("", stderr) == "java.lang.OutOfMemoryError: heap"
+    assert _error_summary("", stderr) == ("java.lang.OutOfMemoryError: heap", False)
+    final = "12:00 STREAMBED-FINAL-ERROR: group 'g': member 'm': SchemaChangeError: dropped\n"
+    assert _error_summary("noise\n", final) == ("group 'g': member 'm': SchemaChangeError: dropped", True)
