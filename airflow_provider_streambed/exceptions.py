@@ -104,6 +104,11 @@ class FinalRefreshError(RefreshError, FinalError):
     mirror, a W that can make no cut): no retry of the run can compute it."""
 
 
+class MirrorDivergedError(RefreshError, FinalError):
+    """A mirror's previous cut lacks rows its source's changes remove: it no longer equals its
+    source table, and only a resync makes it equal again."""
+
+
 class PublishError(StreambedError):
     """A cut could not be published."""
 

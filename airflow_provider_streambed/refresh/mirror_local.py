@@ -7,7 +7,10 @@ previous snapshot's files. Spark pays about ten jobs for it, whatever the change
 10M-row table (``benchmarks/bench_merge_on_read.py``). Here DuckDB finds the previous rows of the
 changed keys (their file name and row number, reading the key columns only) and ranks the
 changes; the new images are the changelog's own rows, taken by pyarrow, so their values and
-types are exactly the changelog's (as a bootstrap copy's are).
+types are exactly the changelog's (as a bootstrap copy's are). A keyless mirror is merged as a
+multiset, as :mod:`.mirror` does: DuckDB counts each distinct changed row's inserts minus
+deletes, and picks that many previous live rows equal to each removed row (reading every column
+of the previous files, the whole row being the only identity).
 
 :func:`merge_in_process` merges only when every previous file is on a local file system and the
 run's changes are plain row changes on the previous schema; otherwise it returns ``None`` (and
@@ -38,6 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
+from airflow_provider_streambed.exceptions import MirrorDivergedError
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging import (
@@ -69,6 +73,7 @@ DELETE_SCHEMA = pa.schema([
 ])
 _ROW = "__streambed_row"  # a change's position in the changelog table
 _FILE, _POS = "__streambed_file", "file_row_number"  # a previous row's file and position (DuckDB's)
+_NET = "__streambed_net"  # a keyless change's copies added (negative: removed)
 
 
 def in_process_enabled(setting: object) -> bool:
@@ -105,11 +110,13 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
     changes, why = _changes(source, shape)
     if changes is None:
         return None, why
-    key = [] if source.member.append_only else list(source.capture.key_columns)
-    if not key:
+    if source.capture.keyless and not source.member.append_only:
+        images, positions = _locate_rows(source, changes, shape.names, *paths)
+    elif source.member.append_only or not source.capture.key_columns:
         inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
         return LocalMirrorOutput(inserted, None, "append-only"), ""
-    images, positions = _locate(changes, key, *paths)
+    else:
+        images, positions = _locate(changes, list(source.capture.key_columns), *paths)
     rows = changes.take(images).select(shape.names).cast(shape)
     return LocalMirrorOutput(rows, _deletes(source, positions), "merge-on-read"), ""
 
@@ -126,6 +133,38 @@ def _locate(
         images = connection.execute(_images_query(key)).to_arrow_table()
         query = _positions_query(key, bool(deletes), _has_null_key(changes, key))
         positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
+    return _column(images, _ROW), positions
+
+
+def _locate_rows(
+    source: MirrorInput, changes: pa.Table, columns: list[str], data: tuple[str, ...], deletes: tuple[str, ...]
+) -> tuple[pa.Array, pa.Table]:
+    """A keyless mirror's multiset merge: per distinct row, its inserts minus its deletes. The
+    changelog positions of the rows to add (one per added copy), and the file names and row
+    numbers of as many previous live rows equal to each removed row as it loses.
+
+    Raises:
+        MirrorDivergedError: the previous cut holds fewer rows equal to a removed row than the
+            changes remove (the mirror no longer equals its source).
+    """
+    counted = changes.select([*columns, OP]).append_column(_ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+    with _database().cursor() as connection:
+        connection.register("changes", counted)
+        net = connection.execute(_net_query(columns)).to_arrow_table()
+        connection.register("net", net)
+        images = connection.execute(
+            f"SELECT {_ROW} FROM (SELECT {_ROW}, unnest(range({_NET})) FROM net WHERE {_NET} > 0) ORDER BY {_ROW}"
+        ).to_arrow_table()
+        query = _removed_positions_query(columns, bool(deletes))
+        positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
+    removed = -(pc.sum(pc.filter(net[_NET], pc.less(net[_NET], 0))).as_py() or 0)
+    if len(positions) < removed:
+        raise MirrorDivergedError(
+            f"group {source.group!r}, member {source.member.name!r}: the previous cut holds "
+            f"{removed - len(positions)} fewer rows equal to rows the changes of "
+            f"{source.member.qualified_table!r} delete than they delete: the mirror no longer equals its source "
+            "table; resync the group (Param resync or streambed resync --group G)"
+        )
     return _column(images, _ROW), positions
 
 
@@ -187,6 +226,41 @@ def _schema_change(source: MirrorInput, previous: pa.Schema, changelog: pa.Schem
     return ""
 
 
+def _net_query(columns: list[str]) -> str:
+    """Each distinct changed row (nulls equal), how many copies the changes add (negative: remove),
+    and the changelog position of one of its images."""
+    selected = ", ".join(_quoted(name) for name in columns)
+    count = f"sum(CASE WHEN {OP} = '{OP_DELETE}' THEN -1 ELSE 1 END)::BIGINT"
+    return f"""
+        SELECT {selected}, {count} AS {_NET}, min({_ROW}) AS {_ROW}
+        FROM changes GROUP BY {selected} HAVING {count} <> 0"""
+
+
+def _removed_positions_query(columns: list[str], deletes: bool) -> str:
+    """File names and row numbers of previous live rows equal to a removed row, as many per
+    removed row as it loses, at most (``$1``: the data files; ``$2``: the delete files, when
+    ``deletes``)."""
+    condition = " AND ".join(f"previous.{_quoted(name)} IS NOT DISTINCT FROM removed.{_quoted(name)}"
+                             for name in columns)
+    return f"""
+        SELECT name, pos FROM (
+            SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos, -removed.{_NET} AS wanted,
+                   row_number() OVER (PARTITION BY removed.{_ROW} ORDER BY previous.{_FILE}, previous.{_POS}) AS k
+            FROM read_parquet($1, filename = '{_FILE}', file_row_number = true, hive_partitioning = false) AS previous
+            JOIN (SELECT * FROM net WHERE {_NET} < 0) AS removed ON {condition}{_live_rows(deletes)})
+        WHERE k <= wanted"""
+
+
+def _live_rows(deletes: bool) -> str:
+    """The anti join that drops the previous rows a delete file removes (nothing without ``deletes``)."""
+    if not deletes:
+        return ""
+    return f"""
+            ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
+                       FROM read_parquet($2, hive_partitioning = false)) AS deleted
+            ON parse_filename(previous.{_FILE}) = deleted.name AND previous.{_POS} = deleted.pos"""
+
+
 def _has_null_key(changes: pa.Table, key: list[str]) -> bool:
     return any(changes[name].null_count for name in key)
 
@@ -217,16 +291,10 @@ def _positions_query(key: list[str], deletes: bool, null_safe: bool) -> str:
     equal = "IS NOT DISTINCT FROM" if null_safe else "="
     condition = " AND ".join(f"previous.{_quoted(name)} {equal} changed.{_quoted(name)}" for name in key)
     selected = ", ".join(_quoted(name) for name in key)
-    live = ""
-    if deletes:
-        live = f"""
-            ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
-                       FROM read_parquet($2, hive_partitioning = false)) AS deleted
-            ON parse_filename(previous.{_FILE}) = deleted.name AND previous.{_POS} = deleted.pos"""
     return f"""
         SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos
         FROM read_parquet($1, filename = '{_FILE}', file_row_number = true, hive_partitioning = false) AS previous
-        SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{live}"""
+        SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{_live_rows(deletes)}"""
 
 
 def _deletes(source: MirrorInput, positions: pa.Table) -> pa.Table | None:
