@@ -13,6 +13,8 @@ JVM start is in any figure:
   the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, Spark's merge of the same
   changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply);
 - bytes written per run as a fraction of the table's bytes;
+- the same refresh of a keyless copy of the table (merged as a multiset, whole-row identity) after
+  0.1 % updates, beside the keyed figure (goal: <= 10 % of plain, the keyed goal 5 %);
 - the floors of Spark's merge: a refresh of one key, and the key scan of random changes alone;
 - read amplification of the latest cut (files a query reads, time of a full scan through
   :class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`) after the three refreshes
@@ -31,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -84,6 +88,27 @@ def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int,
     return TableCapture("facts", "public.facts", COLUMNS, ("id",), (path.as_uri(),), len(changed))
 
 
+def write_keyless_changelog(
+    base: SnapshotFiles, rows: int, fraction: float, lsn: int, path: Path, seed: int
+) -> TableCapture:
+    """A keyless changelog updating ``fraction`` of the rows (one transaction at ``lsn``): each
+    update is a delete of the row's whole old image and an insert of its new one."""
+    chosen = np.random.default_rng(seed).choice(rows, size=max(1, int(rows * fraction)), replace=False)
+    old = ds.dataset([uri.removeprefix("file://") for uri in base.data]).to_table(
+        filter=pc.field("id").isin(pa.array(chosen, pa.int64())))
+    note = old.schema.get_field_index("note")
+    new = old.set_column(note, old.schema.field(note), pa.array(["updated"] * len(old), pa.string()))
+    changes = pa.concat_tables([old, new]).replace_schema_metadata(None)  # not Spark's schema of the base files
+    count = len(changes)
+    table = changes.append_column("_commit_lsn", pa.array(np.full(count, lsn), pa.int64())) \
+        .append_column("_xid", pa.array(np.full(count, lsn), pa.int64())) \
+        .append_column("_seq", pa.array(np.arange(count), pa.int32())) \
+        .append_column("_op", pa.array(["D"] * len(old) + ["U"] * len(new), pa.string()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return TableCapture("facts", "public.facts", COLUMNS, (), (path.as_uri(),), count, keyless=True)
+
+
 def refresh(
     spark: SparkSession, previous: SnapshotFiles, capture: TableCapture, root: Path, lsn: int, rewrite: str = "",
     in_process: bool = True,
@@ -91,10 +116,10 @@ def refresh(
     """One mirror refresh (merge + staged write) and its wall time: the merge a refresh runs
     (in-process when it can be), or (not ``in_process``) Spark's."""
     start = time.perf_counter()
-    source = MirrorInput("bench", MIRROR, capture, previous, ("id",), Lsn(lsn - 1), rewrite)
+    source = MirrorInput("bench", MIRROR, capture, previous, capture.key_columns, Lsn(lsn - 1), rewrite)
     output = merge(spark, source) if in_process else merge_mirror(spark, source)
     manifest = stage_member_output(
-        output.rows, root.as_uri(), "facts", Lsn(lsn), ("id",), incremental=output.incremental,
+        output.rows, root.as_uri(), "facts", Lsn(lsn), capture.key_columns, incremental=output.incremental,
         deletes=output.deletes, reason=output.reason,
     )
     return manifest, time.perf_counter() - start
@@ -131,6 +156,28 @@ def bench_updates(
         written = size_of(manifest.files + manifest.delete_files) / table_bytes
         print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
               f"{written:>14.2%}  {by_spark:>13.2f} {by_spark / plain:>8.1%}")
+
+
+def bench_keyless(
+    spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, repeats: int
+) -> None:
+    """The same table without a key (``REPLICA IDENTITY FULL``, merged as a multiset): a refresh
+    after 0.1 % random updates, beside the keyed figure of the same changes."""
+    fraction, goal = 0.001, 0.10
+    keyed_capture = write_changelog(rows, fraction, 7000, work / "changes-keyed" / "c.parquet", 70)
+    capture = write_keyless_changelog(base, rows, fraction, 7000, work / "changes-keyless" / "c.parquet", 70)
+    keyed = statistics.median(refresh(spark, base, keyed_capture, work / f"run-keyed-{repeat}", 7000)[1]
+                              for repeat in range(repeats))
+    timed = [refresh(spark, base, capture, work / f"run-keyless-{repeat}", 7000) for repeat in range(repeats)]
+    manifest, seconds = timed[0][0], statistics.median(seconds for _, seconds in timed)
+    assert manifest.incremental and manifest.deleted_rows == capture.changes // 2, manifest.reason
+    by_spark = statistics.median(refresh(spark, base, capture, work / f"spark-keyless-{repeat}", 7000,
+                                         in_process=False)[1] for repeat in range(repeats))
+    print(f"\n### Keyless table (whole-row identity, multiset merge): {fraction:.1%} random updates")
+    print(f"{'mirror':>8} {'merge+write s':>14} {'/ plain':>8} {'goal':>6}  {'Spark merge s':>13} {'/ plain':>8}")
+    print(f"{'keyless':>8} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%}  {by_spark:>13.2f} "
+          f"{by_spark / plain:>8.1%}")
+    print(f"{'keyed':>8} {keyed:>14.2f} {keyed / plain:>8.1%} {GOALS[fraction]:>6.0%}")
 
 
 def bench_floors(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, repeats: int) -> None:
@@ -196,6 +243,7 @@ def main() -> None:
         print(f"plain read + write of the whole table: {plain:.2f} s")
         bench_updates(spark, work, rows, base, plain, hot=False, repeats=arguments.repeats)
         bench_updates(spark, work, rows, base, plain, hot=True, repeats=arguments.repeats)
+        bench_keyless(spark, work, rows, base, plain, arguments.repeats)
         bench_floors(spark, work, rows, base, plain, arguments.repeats)
         bench_compaction(spark, work, rows, base, plain)
     spark.stop()
