@@ -28,7 +28,7 @@ import logging
 import math
 from collections.abc import Sequence
 from functools import reduce
-from operator import and_, or_
+from operator import and_
 from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
@@ -118,7 +118,7 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
         appended = change_rows.where(F.col(OP) == OP_INSERT).select(*columns)
         rows = appended if whole is None else whole.select(*columns).unionByName(appended)
     else:
-        rows = _merge_by_key(change_rows, whole, columns, key, markers, few, facts.null_keys)
+        rows = _merge_by_key(change_rows, whole, columns, key, markers, few)
     if previous is not None:  # a compaction: as many files as the size needs, not one per previous file
         rows = rows.coalesce(max(1, math.ceil(previous.data_bytes() / TARGET_FILE_BYTES)))
     return MirrorOutput(rows, None, False, reason)
@@ -155,8 +155,8 @@ def _incremental(
     if facts.ranged:
         first = F.col(key[0])
         in_range = first.between(_bound(facts.low), _bound(facts.high)) if facts.low is not None else F.lit(False)
-        candidates = candidates.where(in_range | first.isNull() if facts.null_keys else in_range)
-    touched = _key_join(candidates, change_rows, key, "left_semi", few, facts.null_keys)
+        candidates = candidates.where(in_range)
+    touched = _key_join(candidates, change_rows, key, "left_semi", few)
     if markers:  # unchanged-TOAST values come from the previous rows of their keys
         earlier = _previous_rows(touched, change_rows.schema, columns, markers)
         images = _last_images(earlier.unionByName(change_rows), columns, key, markers)
@@ -235,33 +235,26 @@ def _read_changelog(spark: SparkSession, source: MirrorInput) -> DataFrame:
 
 
 class _ChangeFacts(NamedTuple):
-    """What one pass over the changelog tells: the last truncate, the first key column's range
-    (``ranged``: known; ``low`` is ``None`` when there is no change), and whether a changed key
-    holds a null (``null_keys``: only then must keys compare null-safe)."""
+    """What one pass over the changelog tells: the last truncate, and the first key column's range
+    (``ranged``: known; ``low`` is ``None`` when there is no change)."""
 
     truncated_at: tuple[int, int] | None
     ranged: bool
     low: Any
     high: Any
-    null_keys: bool
 
 
 def _change_facts(change_rows: DataFrame, key: Sequence[str]) -> _ChangeFacts:
     """The position ``(_commit_lsn, _seq)`` of the last truncate, the least and greatest value of
-    ``key[0]`` among the changes (``None`` without a key or changes), and whether a change's key
-    holds a null (a truncate's row has no key)."""
+    ``key[0]`` among the changes (``None`` without a key or changes)."""
     aggregates = [F.max(F.when(F.col(OP) == OP_TRUNCATE, F.struct(COMMIT_LSN, SEQ))).alias("at")]
-    if key:
-        any_null = reduce(or_, [F.col(name).isNull() for name in key])
-        aggregates.append(F.max(F.when(F.col(OP) != OP_TRUNCATE, any_null)).alias("null_keys"))
     ranged = bool(key) and isinstance(change_rows.schema[key[0]].dataType, RANGED_TYPES)
     if ranged:
         aggregates += [F.min(key[0]).alias("low"), F.max(key[0]).alias("high")]
     row = change_rows.agg(*aggregates).first()
     at = None if row is None else row["at"]
     low, high = (row["low"], row["high"]) if ranged and row is not None else (None, None)
-    null_keys = bool(key) and row is not None and bool(row["null_keys"])
-    return _ChangeFacts(None if at is None else (int(at[0]), int(at[1])), ranged, low, high, null_keys)
+    return _ChangeFacts(None if at is None else (int(at[0]), int(at[1])), ranged, low, high)
 
 
 def _after(position: tuple[int, int]) -> Column:
@@ -291,7 +284,6 @@ def _merge_by_key(
     key: list[str],
     markers: list[str],
     few: bool,
-    null_safe: bool,
 ) -> DataFrame:
     """Previous rows of unchanged keys, plus the last images of the changed keys.
 
@@ -300,29 +292,22 @@ def _merge_by_key(
     """
     if previous_rows is None:
         return _last_images(change_rows, columns, key, markers)
-    untouched = _key_join(previous_rows, change_rows, key, "left_anti", few, null_safe).select(*columns)
+    untouched = _key_join(previous_rows, change_rows, key, "left_anti", few).select(*columns)
     if markers:
-        change_rows = _key_join(previous_rows, change_rows, key, "left_semi", few, null_safe).unionByName(change_rows)
+        change_rows = _key_join(previous_rows, change_rows, key, "left_semi", few).unionByName(change_rows)
     return untouched.unionByName(_last_images(change_rows, columns, key, markers))
 
 
-def _key_join(
-    rows: DataFrame, change_rows: DataFrame, key: list[str], how: str, few: bool, null_safe: bool
-) -> DataFrame:
+def _key_join(rows: DataFrame, change_rows: DataFrame, key: list[str], how: str, few: bool) -> DataFrame:
     """``rows`` whose key is (``left_semi``) or is not (``left_anti``) among the changed keys.
 
-    With ``null_safe`` keys compare null-safe: a ``REPLICA IDENTITY FULL`` table's key is every
-    column, nullable ones too, and a row with a null in it must still match its change. Without
-    (no changed key holds a null) plain equality gives the same rows: a row with a null in its key
-    matches no change either way, and Spark hashes one join key per column instead of two (a
-    third off the key scan of a 10M-row mirror). With ``few`` changes the keys are broadcast (no
-    shuffle of ``rows``).
+    Keys compare with plain equality: a key (a primary key or a replica identity index) has no
+    null. With ``few`` changes the keys are broadcast (no shuffle of ``rows``).
     """
     changed = change_rows.select(*[F.col(name).alias(f"_changed_{name}") for name in key])
     if not few:  # a semi or anti join needs no distinct keys; it only shrinks what a shuffle moves
         changed = changed.distinct()
-    equal = Column.eqNullSafe if null_safe else Column.__eq__
-    condition = reduce(and_, [equal(rows[name], changed[f"_changed_{name}"]) for name in key])
+    condition = reduce(and_, [rows[name] == changed[f"_changed_{name}"] for name in key])
     return rows.join(F.broadcast(changed) if few else changed, condition, how)
 
 

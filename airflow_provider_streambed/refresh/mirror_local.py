@@ -131,7 +131,7 @@ def _locate(
     with _database().cursor() as connection:  # a connection of its own: its registered tables are its own
         connection.register("changes", ranked)
         images = connection.execute(_images_query(key)).to_arrow_table()
-        query = _positions_query(key, bool(deletes), _has_null_key(changes, key))
+        query = _positions_query(key, bool(deletes))
         positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
     return _column(images, _ROW), positions
 
@@ -261,10 +261,6 @@ def _live_rows(deletes: bool) -> str:
             ON parse_filename(previous.{_FILE}) = deleted.name AND previous.{_POS} = deleted.pos"""
 
 
-def _has_null_key(changes: pa.Table, key: list[str]) -> bool:
-    return any(changes[name].null_count for name in key)
-
-
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -281,15 +277,14 @@ def _images_query(key: list[str]) -> str:
         ORDER BY {_ROW}"""
 
 
-def _positions_query(key: list[str], deletes: bool, null_safe: bool) -> str:
+def _positions_query(key: list[str], deletes: bool) -> str:
     """File names and row numbers of the previous live rows whose key changed (``$1``: the data
     files; ``$2``: the delete files, when ``deletes``).
 
-    Keys compare null-safe only when a change's key holds a null (``REPLICA IDENTITY FULL``), as
-    in Spark's merge; rows the previous snapshot already deletes are not deleted again.
+    Keys compare with plain equality (a key has no null); rows the previous snapshot already
+    deletes are not deleted again.
     """
-    equal = "IS NOT DISTINCT FROM" if null_safe else "="
-    condition = " AND ".join(f"previous.{_quoted(name)} {equal} changed.{_quoted(name)}" for name in key)
+    condition = " AND ".join(f"previous.{_quoted(name)} = changed.{_quoted(name)}" for name in key)
     selected = ", ".join(_quoted(name) for name in key)
     return f"""
         SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos

@@ -16,7 +16,6 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.mirror import _change_facts
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
@@ -199,51 +198,6 @@ def test_changes_the_previous_cut_holds_are_not_applied_twice(spark: SparkSessio
     staged = run_job(spark, stage_spec(tmp_path, group, "run3", Lsn(model.lsn), [replayed], previous, w2, 3))
     assert staged["accounts"].incremental and not staged["accounts"].delete_files  # append-only: files added
     assert sorted_rows(read_files(advance(previous, staged)["accounts"].files), KEY) == model.truth()
-
-
-@pytest.mark.parametrize("rewrite", ["", "compaction"], ids=["merge-on-read", "whole"])
-def test_a_key_with_nulls_still_matches_its_changes(spark: SparkSession, tmp_path: Path, rewrite: str) -> None:
-    # REPLICA IDENTITY FULL: the key is every column, nullable ones too
-    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int32())])
-    group = RefreshGroup("nullkey", "src", "cat", "ns", (Mirror("public.t"),))
-    model = TableModel("t", schema, ("id", "v"))
-    for row in ({"id": 1, "v": None}, {"id": 2, "v": None}, {"id": None, "v": 3}, {"id": 4, "v": 4}):
-        model.insert(row)
-    model.commit()
-    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn),
-                                                    [model.flush(tmp_path / "c1", "t")])))
-    model.delete((1, None))
-    model.delete((None, 3))
-    model.insert({"id": 5, "v": None})
-    model.commit()
-    spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [model.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
-    staged = run_job(spark, replace(spec, rewrite={"t": rewrite} if rewrite else {}))
-    second = advance(first, staged)
-    rows = read_files(second["t"].files).to_pylist()
-    assert sorted(rows, key=lambda row: row["id"]) == [{"id": 2, "v": None}, {"id": 4, "v": 4}, {"id": 5, "v": None}]
-    # changes without a null in their keys compare with plain equality: the keys with nulls stay untouched
-    model.delete((4, 4))
-    model.insert({"id": 6, "v": 6})
-    model.commit()
-    spec = stage_spec(tmp_path, group, "r3", Lsn(model.lsn), [model.flush(tmp_path / "c3", "t")], second,
-                      spec.watermark, 3)
-    staged = run_job(spark, replace(spec, rewrite={"t": rewrite} if rewrite else {}))
-    rows = read_files(advance(second, staged)["t"].files).to_pylist()
-    assert sorted(rows, key=lambda row: row["id"]) == [{"id": 2, "v": None}, {"id": 5, "v": None}, {"id": 6, "v": 6}]
-
-
-def test_keys_compare_null_safe_only_when_a_change_has_a_null_in_its_key(spark: SparkSession) -> None:
-    schema = "a long, b string, _commit_lsn long, _seq long, _op string"
-
-    def null_keys(*rows: tuple[object, ...]) -> bool:
-        return _change_facts(spark.createDataFrame(list(rows), schema), ["a", "b"]).null_keys
-
-    assert not null_keys((1, "x", 10, 0, "I"), (2, "y", 10, 1, "D"))
-    assert null_keys((1, "x", 10, 0, "I"), (2, None, 10, 1, "U"))  # a null in the second key column
-    assert null_keys((None, "x", 10, 0, "D"))
-    assert not null_keys((1, "x", 10, 0, "I"), (None, None, 11, 0, "T"))  # a truncate's row has no key
-    assert not null_keys((None, None, 11, 0, "T"))
-    assert not null_keys()
 
 
 @pytest.mark.parametrize("in_process", ["true", "false"], ids=["in-process", "spark"])
