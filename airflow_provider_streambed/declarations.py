@@ -29,6 +29,9 @@ from airflow_provider_streambed.member_declarations import (
 
 GROUP_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
 ATOMICITY = ("group", "per_table")
+#: ``on_schema_change``: copy a mirror again when its table changed in a way no change record
+#: carries, or fail the run (:mod:`~airflow_provider_streambed.capture.resyncs`).
+ON_SCHEMA_CHANGE = ("evolve", "fail")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,10 @@ class RefreshGroup:
             for catalogs without multi-table commits; readers may see a half-published cut).
         retention: which cuts are kept (:class:`CutRetention`); ``None`` keeps every cut, its
             snapshots and files forever. Needs ``atomicity="group"``.
+        on_schema_change: when a mirrored table changed in a way no change record carries (a
+            column dropped, renamed, retyped or added with a default): ``"evolve"`` copies that
+            member again in the run's cut (a resync of the member; the others keep merging),
+            ``"fail"`` fails the run finally, naming the command that resyncs the member.
     """
 
     name: str
@@ -101,6 +108,7 @@ class RefreshGroup:
     members: tuple[Member, ...] = field(default=())
     atomicity: Literal["group", "per_table"] = "group"
     retention: CutRetention | None = None
+    on_schema_change: Literal["evolve", "fail"] = "evolve"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not GROUP_NAME.fullmatch(self.name):
@@ -115,6 +123,9 @@ class RefreshGroup:
         check_identifier(self.namespace, f"group {self.name!r}, namespace")
         if self.atomicity not in ATOMICITY:
             raise DeclarationError(f"group {self.name!r}: atomicity {self.atomicity!r} must be one of {ATOMICITY}")
+        if self.on_schema_change not in ON_SCHEMA_CHANGE:
+            raise DeclarationError(f"group {self.name!r}: on_schema_change {self.on_schema_change!r} must be one of "
+                                   f"{ON_SCHEMA_CHANGE}")
         if self.retention is not None and not isinstance(self.retention, CutRetention):
             raise DeclarationError(f"group {self.name!r}: retention must be a CutRetention, got {self.retention!r}")
         if self.retention is not None and self.atomicity != "group":
@@ -197,6 +208,7 @@ class RefreshGroup:
             "atomicity": self.atomicity,
             "members": members,
             "retention": None if self.retention is None else self.retention.to_dict(),
+            "on_schema_change": self.on_schema_change,
         }
 
     @classmethod

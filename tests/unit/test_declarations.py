@@ -54,6 +54,7 @@ def test_topological_order_follows_dependencies_then_declaration_order() -> None
         ([Mirror("a")], {"catalog_conn_id": " lake"}, r"group 'bank': catalog_conn_id ' lake'"),
         ([Mirror("a")], {"namespace": "bank.raw"}, r"group 'bank', namespace: 'bank.raw' is not a valid identifier"),
         ([Mirror("a")], {"atomicity": "eventual"}, r"group 'bank': atomicity 'eventual' must be one of"),
+        ([Mirror("a")], {"on_schema_change": "ignore"}, r"group 'bank': on_schema_change 'ignore' must be one of"),
         ([Mirror("a"), Mirror("b", name="A")], {}, r"group 'bank', member 'A': duplicate member name"),
         ([Mirror("a"), Mirror("public.a", name="a2")], {}, r"member 'a2': source table 'public.a' is mirrored twice"),
         ([SqlMember("t", "SELECT 1", sources=["ledgr"])], {}, r"group 'bank', member 't': unknown source 'ledgr'"),
@@ -85,6 +86,7 @@ def test_round_trip_through_dict() -> None:
         SqlMember("balances", "SELECT 1", sources=["accounts"]),
         PythonMember("daily", "mypkg.jobs:daily", sources=["events"]),
         atomicity="per_table",
+        on_schema_change="fail",
     )
     assert RefreshGroup.from_dict(group.to_dict()) == group
 

@@ -1,0 +1,104 @@
+"""Which mirrors a run copies again (a *resync* of the member), and why.
+
+A mirror follows its source table change by change while the table's columns are those of its
+previous cut. Some changes of a table no change record carries, so a mirror cannot follow them:
+
+- a column dropped or renamed (columns are matched by name; a rename reads as a drop and an add);
+- a column added with a ``DEFAULT``: the rows from before the ``ALTER TABLE`` read it from the
+  source's catalog (``pg_attribute.atthasmissing``), and no WAL record holds it;
+- a column whose type changed, compared as Iceberg types (``smallint`` and ``integer`` are both
+  Iceberg ``int``): a ``USING`` rewrite writes no change records either.
+
+Under ``on_schema_change="evolve"`` (the default) the run copies such a member again at a
+snapshot consistent with its W, exactly as it copies a member added to the group, and publishes
+the copy (with the changes after it) as the member's whole table in the same cut; the other
+members keep merging. Under ``"fail"`` the run fails with a final
+:class:`~airflow_provider_streambed.exceptions.SchemaChangeError` naming the member and the
+command that resyncs it. A user may ask for a resync of any member (``resync_members``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import pyarrow as pa
+
+from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.exceptions import SchemaChangeError
+
+#: A resync the user asked for.
+REQUESTED = "requested"
+
+
+def resync_reasons(
+    tables: Mapping[str, SourceTable], previous: Mapping[str, pa.Schema], requested: Collection[str] = ()
+) -> dict[str, str]:
+    """Per member to copy again this run, why.
+
+    Args:
+        tables: the mirrored tables as the source describes them now, by member.
+        previous: each mirror's columns in the group's last cut (a member without one is copied
+            anyway: it is new to the group).
+        requested: members the user asked to resync (names as declared).
+    """
+    wanted = {name.lower() for name in requested}
+    reasons = {}
+    for member, table in tables.items():
+        if member.lower() in wanted:
+            reasons[member] = REQUESTED
+        elif member in previous and (why := source_change(table, previous[member])):
+            reasons[member] = why
+    return reasons
+
+
+def source_change(table: SourceTable, previous: pa.Schema) -> str:
+    """How ``table``'s columns changed since a mirror had ``previous`` in a way no change record
+    carries (empty: they did not)."""
+    gone = [name for name in previous.names if name not in table.columns]
+    if gone:
+        return f"columns {gone} were dropped or renamed"
+    filled = [name for name in table.columns if name not in previous.names and name in table.filled_columns]
+    if filled:
+        return (f"columns {filled} were added with a DEFAULT, which the rows from before the ALTER TABLE read from "
+                "the source's catalog")
+    retyped = [
+        f"{name} {iceberg_type(previous.field(name).type)} -> {iceberg_type(pg_type.arrow)}"
+        for name, pg_type in zip(table.columns, table.types, strict=True)
+        if name in previous.names and iceberg_type(previous.field(name).type) != iceberg_type(pg_type.arrow)
+    ]
+    return f"columns changed type: {', '.join(retyped)}" if retyped else ""
+
+
+def iceberg_type(arrow_type: pa.DataType) -> str:
+    """The Iceberg type an Arrow column type is stored as (Iceberg has one integer type below
+    ``long``, one string and one binary type)."""
+    if pa.types.is_integer(arrow_type):
+        return "long" if arrow_type.bit_width == 64 else "int"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return "binary"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamptz" if arrow_type.tz else "timestamp"
+    if pa.types.is_floating(arrow_type):
+        return "float" if arrow_type.bit_width == 32 else "double"
+    return str(arrow_type)
+
+
+def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Mapping[str, SourceTable]) -> None:
+    """Refuse the resyncs a source change calls for under ``on_schema_change="fail"``.
+
+    Raises:
+        SchemaChangeError: (final) a member's table changed and the policy is ``"fail"``; names
+            the table, the change and the command that resyncs the member.
+    """
+    if policy != "fail":
+        return
+    for member, why in reasons.items():
+        if why != REQUESTED:
+            raise SchemaChangeError(
+                f"group {group!r}, member {member!r}: source table {tables[member].qualified_name}: {why}, which the "
+                f"mirror cannot follow change by change, and the group's on_schema_change is 'fail'; resync the "
+                f"member (`streambed resync --group {group} --member {member}`, or the Param 'resync_members' "
+                f"['{member}']) to copy it again in the next cut"
+            )

@@ -1,0 +1,70 @@
+"""Which mirrors a run copies again: the source changes no change record carries, and the policy."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_provider_streambed.capture.pgoutput import Column
+from airflow_provider_streambed.capture.resyncs import check_policy, iceberg_type, resync_reasons, source_change
+from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.capture.typemap import FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC, TEXT, PgType
+from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
+
+#: numeric(12, 2)'s type modifier: ((precision << 16) | scale) + 4
+NUMERIC_12_2 = ((12 << 16) | 2) + 4
+
+
+def table(*columns: tuple[str, int], filled: tuple[str, ...] = (), modifier: int = -1) -> SourceTable:
+    layout = tuple(Column(name, oid, modifier if oid == NUMERIC else -1, False) for name, oid in columns)
+    types = tuple(PgType.builtin(oid, modifier if oid == NUMERIC else -1) for _, oid in columns)
+    return SourceTable("m", "public.t", 1, layout, (), types, filled)
+
+
+#: The mirror's previous cut, as the catalog gives it (Iceberg's Arrow types: large strings, int32 for smallint)
+PREVIOUS = pa.schema([("id", pa.int32()), ("n", pa.int32()), ("note", pa.large_string()),
+                      ("amount", pa.decimal128(12, 2))])
+
+
+def test_columns_as_they_were_need_no_resync() -> None:
+    same = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), modifier=NUMERIC_12_2)
+    assert source_change(same, PREVIOUS) == ""  # smallint is an Iceberg int; text a string
+    added = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), ("tier", INT2),
+                  modifier=NUMERIC_12_2)
+    assert source_change(added, PREVIOUS) == ""  # a column added without a default: older rows are null
+
+
+def test_changes_no_change_record_carries_need_a_resync() -> None:
+    dropped = table(("id", INT4), ("n", INT2), ("amount", NUMERIC), modifier=NUMERIC_12_2)
+    assert source_change(dropped, PREVIOUS) == "columns ['note'] were dropped or renamed"
+    defaulted = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), ("region", TEXT),
+                      filled=("region",), modifier=NUMERIC_12_2)
+    assert source_change(defaulted, PREVIOUS).startswith("columns ['region'] were added with a DEFAULT")
+    retyped = table(("id", INT8), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), modifier=((20 << 16) | 2) + 4)
+    assert source_change(retyped, PREVIOUS) == (
+        "columns changed type: id int -> long, amount decimal128(12, 2) -> decimal128(20, 2)")
+
+
+def test_iceberg_types_fold_what_iceberg_does_not_tell_apart() -> None:
+    assert iceberg_type(pa.int16()) == iceberg_type(pa.int32()) == "int" != iceberg_type(pa.int64())
+    assert iceberg_type(pa.string()) == iceberg_type(pa.large_string()) == "string"
+    assert iceberg_type(pa.binary()) == iceberg_type(pa.large_binary()) == "binary"
+    assert iceberg_type(pa.timestamp("us", "UTC")) == "timestamptz" != iceberg_type(pa.timestamp("us"))
+    assert iceberg_type(PgType.builtin(FLOAT4).arrow) == "float" != iceberg_type(PgType.builtin(FLOAT8).arrow)
+
+
+def test_requested_members_and_new_members() -> None:
+    tables = {"a": table(("id", INT4)), "b": table(("id", INT8)), "c": table(("id", INT4))}
+    previous = {"a": pa.schema([("id", pa.int32())]), "b": pa.schema([("id", pa.int32())])}
+    assert resync_reasons(tables, previous, requested=["A"]) == {
+        "a": "requested", "b": "columns changed type: id int -> long"}  # c is new: copied anyway
+
+
+def test_the_fail_policy_refuses_a_source_change_as_final_naming_the_command() -> None:
+    tables = {"a": table(("id", INT4))}
+    check_policy("g", "evolve", {"a": "columns ['x'] were dropped or renamed"}, tables)
+    check_policy("g", "fail", {"a": "requested"}, tables)  # asked for: done whatever the policy
+    with pytest.raises(SchemaChangeError, match=r"group 'g', member 'a': source table public.t: columns \['x'\] were "
+                                                r"dropped .*\(`streambed resync --group g --member a`") as refused:
+        check_policy("g", "fail", {"a": "columns ['x'] were dropped or renamed"}, tables)
+    assert is_final(refused.value)
