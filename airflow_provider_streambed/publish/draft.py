@@ -19,6 +19,8 @@ GROUP_PROPERTY = "streambed.group"
 CUT_ID_PROPERTY = "streambed.cut-id"
 WATERMARK_PROPERTY = "streambed.watermark-lsn"
 RUN_KEY_PROPERTY = "streambed.run-key"
+#: Why a member was copied again in the cut (a resync of the member); absent otherwise.
+RESYNC_PROPERTY = "streambed.resync-reason"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,8 @@ class CutDraft:
         }
         if definition := self.manifests[member].definition:
             properties[DEFINITION_PROPERTY] = definition
+        if resynced := self.manifests[member].resynced:
+            properties[RESYNC_PROPERTY] = resynced
         return properties
 
 

@@ -62,8 +62,10 @@ class MemberFiles:
             previous snapshot.
         deletes: position-delete files over the previous snapshot's data files (``incremental``).
         incremental: whether the files apply on top of the previous snapshot (a :class:`~.iceberg.snapshot.RowDelta`).
+        retype: the files are a resynced mirror's copy: a column whose type changed is replaced.
     """
 
     data: tuple[str, ...]
     deletes: tuple[str, ...] = ()
     incremental: bool = False
+    retype: bool = False

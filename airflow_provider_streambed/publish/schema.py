@@ -26,12 +26,15 @@ def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
     return shape(schema.as_arrow()) == shape(arrow_schema)
 
 
-def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: bool) -> None:
+def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: bool, retype: bool = False) -> None:
     """Evolve the table's schema to a staged output's: new columns, promoted types (int to long);
     with ``whole`` (the output replaces every row: a first cut, a copy, a rewrite, a derived
     member) also drop the columns the output does not have, so that its rows do not read them as
-    null. Stages nothing when the output's schema is the table's (the common case: a schema
-    update costs milliseconds per member, a comparison microseconds).
+    null. With ``retype`` (a resynced mirror: a copy with the source's columns as they are now) a
+    column whose type changed is replaced: dropped and added again under a new field id, in the
+    output's column order (older snapshots keep reading the old column). Stages nothing when the
+    output's schema is the table's (the common case: a schema update costs milliseconds per
+    member, a comparison microseconds).
 
     Raises:
         OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
@@ -39,6 +42,8 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: b
     """
     if same_schema(transaction.table_metadata.schema(), arrow_schema):
         return
+    if retype:
+        _replace_retyped(transaction, arrow_schema)
     try:
         with transaction.update_schema() as update:
             update.union_by_name(arrow_schema)
@@ -57,3 +62,23 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: b
             f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "
             "longer decimal); fix the member, or drop its table to start it anew", identifier[-1],
         ) from error
+
+
+def _replace_retyped(transaction: Transaction, arrow_schema: pa.Schema) -> None:
+    """Drop the columns whose type the output changes and add them back with the output's types,
+    in the output's column order (three schema updates: pyiceberg does not delete and add one
+    name in a single update)."""
+    current = transaction.table_metadata.schema().as_arrow()
+    retyped = [field.name for field in arrow_schema if field.name in current.names
+               and parquet_type(current.field(field.name).type) != parquet_type(field.type)]
+    if not retyped:
+        return
+    with transaction.update_schema() as update:
+        for name in retyped:
+            update.delete_column(name)
+    with transaction.update_schema() as update:
+        update.union_by_name(arrow_schema)
+    with transaction.update_schema() as update:
+        update.move_first(arrow_schema.names[0])
+        for before, name in zip(arrow_schema.names, arrow_schema.names[1:], strict=False):
+            update.move_after(name, before)

@@ -69,7 +69,8 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
         filesystem, info, _ = where(manifest.files[0])
         with filesystem.open_input_file(info.path) as stream:
             arrow_schema = pq.read_schema(stream)
-        evolve_schema(MemoTransaction(plan.table), arrow_schema, whole=not manifest.incremental)  # a dry run
+        evolve_schema(MemoTransaction(plan.table), arrow_schema, whole=not manifest.incremental,  # a dry run
+                      retype=bool(manifest.resynced))
 
 
 def moved_path(table_location: str, run_key: str, source: str) -> str:
@@ -120,7 +121,7 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
         moved = dict(zip(manifest.files, data, strict=True))
         deletes = tuple(move(file, lambda source, target: relocate_deletes(source, target, moved, properties))
                         for file in manifest.delete_files)
-    return MemberFiles(data, deletes, manifest.incremental)
+    return MemberFiles(data, deletes, manifest.incremental, bool(manifest.resynced))
 
 
 def relocate_deletes(

@@ -51,6 +51,7 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
             definition=definition_digest(member),
             reason=ADOPTED_AS_IS,
             sizes=file_sizes(capture.copy_files),
+            resynced=capture.resynced,
         )
         write_json(member_manifest_uri(spec.staging_root, member.name), manifest.to_dict())
         staged.append(member.name)

@@ -60,5 +60,5 @@ def stage_mirror(
         output.rows, spec.staging_root, source.member.name, spec.watermark, capture.key_columns, definition,
         incremental=output.incremental and not adopted, deletes=output.deletes,
         reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
-        base_snapshot_id=spec.previous_snapshots.get(source.member.name),
+        base_snapshot_id=spec.previous_snapshots.get(source.member.name), resynced=capture.resynced,
     )

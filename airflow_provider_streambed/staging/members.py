@@ -144,6 +144,7 @@ def stage_member_output(
     reason: str = "",
     adopted: tuple[str, ...] = (),
     base_snapshot_id: int | None = None,
+    resynced: str = "",
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -155,7 +156,8 @@ def stage_member_output(
     ``file_path`` and ``pos``) remove rows of that snapshot. ``adopted`` files (a bootstrap copy)
     belong to the whole table along with ``frame``'s, and ``deletes`` remove rows of them.
     ``reason`` says why the output is whole or incremental; ``base_snapshot_id`` names the
-    previous snapshot an incremental output applies to (recorded for incremental outputs only).
+    previous snapshot an incremental output applies to (recorded for incremental outputs only);
+    ``resynced`` why a mirror's output is a copy taken again (a resync of the member).
     A stale manifest (another W) is removed first, so a crash while writing never leaves a
     manifest that names files of another W.
     """
@@ -190,6 +192,7 @@ def stage_member_output(
         reason=reason,
         sizes=file_sizes(files + delete_files),
         base_snapshot_id=base_snapshot_id if incremental else None,
+        resynced=resynced,
     )
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,

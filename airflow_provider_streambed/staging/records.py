@@ -38,6 +38,8 @@ class TableCapture:
         keyless: the table has no key (``REPLICA IDENTITY FULL`` without a primary key): the
             mirror is a multiset, an insert adds its row, a delete removes one row equal to its
             old image, and an update is a delete of its old image followed by an insert.
+        resynced: why the table was copied again this run although its mirror has cuts (a resync
+            of the member, :mod:`~airflow_provider_streambed.capture.resyncs`); empty otherwise.
     """
 
     member: str
@@ -50,6 +52,7 @@ class TableCapture:
     copied_rows: int = 0
     filled_columns: tuple[str, ...] = ()
     keyless: bool = False
+    resynced: str = ""
 
     @property
     def bootstrap(self) -> bool:
@@ -156,6 +159,8 @@ class MemberManifest:
         base_snapshot_id: for an ``incremental`` output, the snapshot of the member's table it
             applies to (the previous cut's; ``None``: staged by an older release); publish refuses
             it on any other snapshot.
+        resynced: why a mirror's output is a copy taken again (a resync of the member); it then
+            replaces the table's columns as the source has them now, a changed type included.
     """
 
     member: str
@@ -171,6 +176,7 @@ class MemberManifest:
     reason: str = ""
     sizes: Mapping[str, int] = field(default_factory=dict)
     base_snapshot_id: int | None = None
+    resynced: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -196,6 +202,7 @@ class MemberManifest:
             reason=data.get("reason", ""),
             sizes={uri: int(size) for uri, size in data.get("sizes", {}).items()},
             base_snapshot_id=None if data.get("base_snapshot_id") is None else int(data["base_snapshot_id"]),
+            resynced=data.get("resynced", ""),
         )
 
 

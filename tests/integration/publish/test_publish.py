@@ -27,6 +27,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import cut as cut_module
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish import sql as sql_module
+from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.staging import MemberManifest, group_staging_dir, read_member_manifest, staging_root
 from airflow_provider_streambed.staging.members import file_sizes
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage, stage, stage_delta
@@ -350,3 +351,23 @@ def test_an_incremental_output_on_another_snapshot_is_discarded_not_published(
     assert read_member_manifest(staging_root(warehouse, "bank", "run2"), "accounts") is None  # computed again
     fitting = stage_delta(warehouse, "bank", "run2", Lsn(2000), "accounts", added, [], base_snapshot_id=base)
     assert publish_cut(catalog, ledger, group, "run2", {**manifests, "accounts": fitting}).cut_id == 2
+
+
+def test_a_resynced_mirror_replaces_a_column_whose_type_changed(catalog: SqlCatalog, ledger: Ledger) -> None:
+    group, warehouse = make_group(), warehouse_of(catalog)
+    publish_cut(catalog, ledger, group, "run1", pin_and_stage(ledger, warehouse, "bank", "run1", Lsn(100),
+                                                             bank_tables(1)))
+    tables = bank_tables(2)
+    balance = tables["accounts"].schema.get_field_index("balance")
+    as_text = pa.array([str(value) for value in tables["accounts"]["balance"].to_pylist()], pa.string())
+    tables["accounts"] = tables["accounts"].set_column(balance, "balance", as_text)  # ALTER TYPE text, resynced
+    manifests = pin_and_stage(ledger, warehouse, "bank", "run2", Lsn(200), tables)
+    manifests["accounts"] = dataclasses.replace(manifests["accounts"], resynced="columns changed type: balance")
+    record = publish_cut(catalog, ledger, group, "run2", manifests)
+    table = catalog.load_table("ns.accounts")
+    assert table.schema().as_arrow().names == ["id", "balance", "version", "updated_at"]  # the source's order
+    assert table.scan().to_arrow()["balance"].to_pylist() == as_text.to_pylist()
+    snapshot = table.snapshot_by_id(record.members["accounts"].snapshot_id)
+    assert snapshot is not None and snapshot.summary["streambed.resync-reason"] == "columns changed type: balance"
+    older = CutReader(catalog, "bank").get(1).to_arrow("accounts")
+    assert older["balance"].type == pa.int64()  # the older cut reads the column it had
