@@ -82,6 +82,7 @@ def refresh_once(
     spark_remote: str | None = None,
     copy_parallelism: int = DEFAULT_COPY_PARALLELISM,
     resync: bool = False,
+    resync_members: Sequence[str] = (),
 ) -> RunResult:
     """Capture, refresh and publish one cut of ``group``; returns what the run did.
 
@@ -108,6 +109,8 @@ def refresh_once(
         copy_parallelism: connections a bootstrap copy uses (large tables are split into ranges).
         resync: re-synchronise the group after its slot was lost or dropped: copy every table
             again and publish the copies as a new cut (see :func:`.capture.run.capture_run`).
+        resync_members: mirrors to copy again in this run's cut (a resync of those members only;
+            the others keep merging).
 
     Raises:
         StreambedError: a step failed. After a retryable error the run stays pinned and can be
@@ -125,7 +128,7 @@ def refresh_once(
         with steps.settling(run, will_retry=True):
             return _run(run, lambda: psycopg.connect(source_dsn), _Spark(master, spark_conf or {}, spark_remote),
                         CaptureSettings(explicit_watermark=explicit_watermark, copy=CopyOptions(copy_parallelism),
-                                        resync=resync),
+                                        resync=resync, resync_members=tuple(resync_members)),
                         supersede=supersede_pending_runs, compact=compact, times=times)
 
 

@@ -9,7 +9,12 @@ from airflow.sdk import BaseOperator, Param, TaskGroup
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError
-from airflow_provider_streambed.operators.capture import RESYNC_PARAM, SUPERSEDE_PARAM, CaptureWatermarkOperator
+from airflow_provider_streambed.operators.capture import (
+    RESYNC_MEMBERS_PARAM,
+    RESYNC_PARAM,
+    SUPERSEDE_PARAM,
+    CaptureWatermarkOperator,
+)
 from airflow_provider_streambed.operators.publish import PublishCutOperator
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
 from airflow_provider_streambed.task_plan import PlannedTask, plan_tasks
@@ -54,11 +59,24 @@ CHECKBOX_PARAMS = {
 }
 
 
+def resync_members_param() -> Param:
+    """The optional trigger-form Param naming mirrors to copy again in the run's cut."""
+    return Param(
+        [],
+        type="array",
+        items={"type": "string"},
+        title="Resync members (optional)",
+        description="Mirror names to copy again in this run's cut (for example after a manual fix on the source, "
+        "or a suspected drift): each is copied at a snapshot consistent with the run's W and published whole; "
+        "the other members keep merging. Older cuts stay readable.",
+    )
+
+
 def trigger_params() -> dict[str, Param]:
     """The trigger-form Params every streambed group adds to its DAG (once per DAG)."""
     checkboxes = {name: Param(False, type="boolean", title=title, description=description)
                   for name, (title, description) in CHECKBOX_PARAMS.items()}
-    return {WATERMARK_PARAM: watermark_param(), **checkboxes}
+    return {WATERMARK_PARAM: watermark_param(), **checkboxes, RESYNC_MEMBERS_PARAM: resync_members_param()}
 
 
 class StreambedRefreshGroup(TaskGroup):

@@ -72,6 +72,9 @@ class CaptureSettings:
             still there, create a new one and copy every table at its consistent point, as on
             the first run; the cut of this run replaces every member whole, and the group's
             older cuts stay readable. A retry of the run reuses its copies.
+        resync_members: mirrors to copy again in this run's cut (a resync of those members only):
+            each is copied at a snapshot consistent with W, as a member added to the group is,
+            and published whole; the other members keep merging.
     """
 
     explicit_watermark: Lsn | None = None
@@ -82,6 +85,7 @@ class CaptureSettings:
     copy: CopyOptions = field(default_factory=CopyOptions)
     slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     resync: bool = False
+    resync_members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--supersede-pending", action="store_true", help="abandon another unpublished run")
     add_copy_parallelism_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the cut as JSON")
-    parser.set_defaults(resync=False)
+    parser.set_defaults(resync=False, members=[])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
             explicit_watermark=args.watermark,
             supersede_pending_runs=args.supersede_pending,
             copy_parallelism=args.copy_parallelism,
-            resync=args.resync,
+            resync=args.resync and not args.members,
+            resync_members=args.members,
         )
     except StreambedError as error:
         print(f"error: {error}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.openlineage.extractors import OperatorLineage
@@ -37,6 +38,8 @@ ENDED_DAG_RUN_STATES = frozenset({"success", "failed"})
 SUPERSEDE_PARAM = "supersede_pending_runs"
 #: The trigger-form Param that re-synchronises a group whose slot was lost (copies every table again).
 RESYNC_PARAM = "resync"
+#: The trigger-form Param that copies the named mirrors again in the run's cut (a resync of those members).
+RESYNC_MEMBERS_PARAM = "resync_members"
 
 DOC_MD = """
 ### capture_watermark
@@ -50,6 +53,7 @@ Trigger with Param `watermark_lsn` (e.g. `0/16B3748`) to pin an explicit W. Whil
 the group is pinned and unpublished this task fails; trigger with Param `supersede_pending_runs`
 to abandon that run instead (its W is never published). When the group's replication slot was
 lost or dropped, trigger with Param `resync`: the run copies every table again into a new cut.
+Param `resync_members` (member names) copies only those mirrors again, in the run's cut.
 """
 
 
@@ -79,6 +83,10 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         resync: re-synchronise the group (also when the run was triggered with the Param
             ``resync`` set): for a group whose slot was lost or dropped, copy every table again
             at a new slot and publish the copies as a new cut; older cuts stay readable.
+        resync_members: mirrors to copy again in every run's cut (with those of the Param
+            ``resync_members``): each is copied at a snapshot consistent with the run's W and
+            published whole, the other members keep merging (checked against the group when
+            the DAG file is parsed).
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")
@@ -96,6 +104,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         copy_parallelism: int = DEFAULT_COPY_PARALLELISM,
         slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         resync: bool = False,
+        resync_members: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("doc_md", DOC_MD)
@@ -113,6 +122,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
                                    f"got {slot_create_timeout_seconds!r}")
         self.slot_create_timeout_seconds = float(slot_create_timeout_seconds)
         self.resync = resync
+        self.resync_members = tuple(self.group.member(name).name for name in resync_members)
 
     def run_step(self, context: Context, run: steps.Run) -> dict[str, Any]:
         """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
@@ -150,6 +160,7 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
             copy=CopyOptions(self.copy_parallelism, on_progress=self._copy_progress),
             slot_create_timeout_seconds=self.slot_create_timeout_seconds,
             resync=self.resync or bool(context["params"].get(RESYNC_PARAM)),
+            resync_members=(*self.resync_members, *(context["params"].get(RESYNC_MEMBERS_PARAM) or ())),
         )
 
     def source_lineage(self, run_key: str, watermark: str) -> OperatorLineage:
