@@ -23,8 +23,9 @@ The copy files have the mirror's columns only, typed as the changelog's are: the
 them as the mirror's starting snapshot and applies the changes to it merge-on-read, and the
 first cut references them as data files (no second pass over the rows).
 
-A small record, ``_capture/bootstrap.json``, is written after the copies; a retried run whose
-slot still sits at the recorded consistent point reuses them instead of copying again.
+A small record, ``_capture/bootstrap.json`` (:mod:`.bootstrap_marker`), is written after the
+copies; a retried run whose slot still sits at the recorded consistent point reuses them instead
+of copying again.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 from pyarrow import fs
 
+from airflow_provider_streambed.capture.bootstrap_marker import BootstrapCopy, read_marker, write_marker
 from airflow_provider_streambed.capture.copy import (
     COPY_PREFIX,
     DEFAULT_PROGRESS_INTERVAL,
@@ -61,12 +63,10 @@ from airflow_provider_streambed.capture.source import SourceTable, check_slot_ca
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError, SlotError, SourceError
 from airflow_provider_streambed.ledger import CutRecord, RunRecord
-from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.staging import delete_files, join, read_json, write_json
+from airflow_provider_streambed.staging import delete_files, join
 
 logger = logging.getLogger(__name__)
 
-MARKER_NAME = "bootstrap.json"
 DEFAULT_COPY_PARALLELISM = 2
 
 
@@ -94,54 +94,6 @@ class CopyOptions:
             raise DeclarationError(f"copy_parallelism must be at least 1, not {self.parallelism}")
         if self.progress_interval <= 0:
             raise DeclarationError(f"the copy progress interval must be positive, not {self.progress_interval}")
-
-
-@dataclass(frozen=True, slots=True)
-class BootstrapCopy:
-    """The copy of one table: its files (the mirror's columns only), row count, columns and bytes."""
-
-    files: tuple[str, ...]
-    rows: int
-    columns: tuple[str, ...]
-    bytes: int = 0
-
-
-class BootstrapMarker(NamedTuple):
-    """The copies a run recorded: the slot's consistent point (first run only) and copies by member."""
-
-    consistent_point: Lsn | None
-    copies: dict[str, BootstrapCopy]
-
-
-def read_marker(capture_dir: str) -> BootstrapMarker | None:
-    """The recorded copies of a run, or ``None`` (also for copies of an older release's format)."""
-    data = read_json(join(capture_dir, MARKER_NAME))
-    if data is None or any(  # an older release's copies were changelog files: copy again
-        not uri.rsplit("/", 1)[-1].startswith(f"{COPY_PREFIX}-") for item in data["tables"].values()
-        for uri in item["files"]
-    ):
-        return None
-    point = None if data["consistent_point"] is None else Lsn.parse(data["consistent_point"])
-    copies = {
-        member: BootstrapCopy(tuple(item["files"]), int(item["rows"]), tuple(item["columns"]), int(item["bytes"]))
-        for member, item in data["tables"].items()
-    }
-    return BootstrapMarker(point, copies)
-
-
-def write_marker(capture_dir: str, consistent_point: Lsn | None, copies: dict[str, BootstrapCopy]) -> None:
-    """Record the copies of a run (written after every copy is complete)."""
-    write_json(
-        join(capture_dir, MARKER_NAME),
-        {
-            "consistent_point": None if consistent_point is None else str(consistent_point),
-            "tables": {
-                member: {"files": list(copy.files), "rows": copy.rows, "columns": list(copy.columns),
-                         "bytes": copy.bytes}
-                for member, copy in copies.items()
-            },
-        },
-    )
 
 
 @contextlib.contextmanager

@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
-from airflow_provider_streambed.capture.bootstrap import BootstrapCopy, CopyOptions, copies_for_run
+from airflow_provider_streambed.capture.bootstrap import CopyOptions, copies_for_run
+from airflow_provider_streambed.capture.bootstrap_marker import BootstrapCopy
 from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
