@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_streambed import steps as steps_module
+from airflow_provider_streambed.capture import bootstrap as bootstrap_module
 from airflow_provider_streambed.capture import run as capture_run_module
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.publish import sql as publish_sql
@@ -57,7 +58,7 @@ def die_on_second_call(function: Any) -> Any:
 def main() -> None:
     point, props, run_key = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
     patches: dict[str, tuple[object, str, Any]] = {
-        "copy": (capture_run_module, "write_marker", die),
+        "copy": (bootstrap_module, "write_marker", die),
         "extract": (capture_run_module, "extract_changes", then_die(capture_run_module.extract_changes)),
         "before-publish": (steps_module, "publish_cut", die),
         "publish-move": (publish_sql, "move_staged_files", die_on_second_call(publish_sql.move_staged_files)),
