@@ -16,8 +16,11 @@ already contains a change (see below), so exactness does not hinge on the snapsh
 (``ALTER PUBLICATION ... SET TABLE``, committed by :func:`.source.ensure_source`) and then copied
 at a snapshot exported (``pg_export_snapshot()``) after that commit. Changes committed after the ALTER
 are decoded; those committed before it are in the copy; those committed between the ALTER and
-the copy's snapshot are in both, which the idempotent merge absorbs (an append-only mirror added
-this way may therefore see such rows twice).
+the copy's snapshot would be in both. So the export also reads the snapshot's visibility
+(``pg_current_snapshot()`` in the same transaction: xmin, xmax, the xids in progress), recorded
+with each copy as a :class:`.copy_snapshot.CopySnapshot`, and extraction drops the member's
+changes of every transaction that snapshot holds: each change reaches the mirror once, which an
+append-only or keyless mirror needs (a keyed merge absorbs a repeat; they would count it twice).
 
 The copy files have the mirror's columns only, typed as the changelog's are: the refresh takes
 them as the mirror's starting snapshot and applies the changes to it merge-on-read, and the
@@ -25,7 +28,11 @@ first cut references them as data files (no second pass over the rows).
 
 A small record, ``_capture/bootstrap.json`` (:mod:`.bootstrap_marker`), is written after the
 copies; a retried run whose slot still sits at the recorded consistent point reuses them instead
-of copying again.
+of copying again, and a retry reusing added members' copies filters by their recorded snapshot.
+An older release's record of added copies has no snapshot and is not reused (unfiltered, they
+would repeat changes): they are copied again, at a recorded snapshot, which is exact while W is
+not pinned yet. A pinned run whose copies are gone or unusable fails instead, as a first run
+does, naming a new run as the fix: a copy taken after W would hold the next run's transactions.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from pyarrow import fs
@@ -50,6 +57,7 @@ from airflow_provider_streambed.capture.copy import (
     run_copies,
     split_ranges,
 )
+from airflow_provider_streambed.capture.copy_snapshot import CopySnapshot
 from airflow_provider_streambed.capture.names import slot_name
 from airflow_provider_streambed.capture.slot import (
     REMEDY,
@@ -96,15 +104,25 @@ class CopyOptions:
             raise DeclarationError(f"the copy progress interval must be positive, not {self.progress_interval}")
 
 
+class ExportedSnapshot(NamedTuple):
+    """A snapshot exported for copies: its name to import, and its visibility."""
+
+    name: str
+    visibility: CopySnapshot
+
+
 @contextlib.contextmanager
-def exported_snapshot(conn: psycopg.Connection[Any]) -> Iterator[str]:
-    """Export a snapshot of now from ``conn`` (an autocommit connection), alive while the block runs."""
+def exported_snapshot(conn: psycopg.Connection[Any]) -> Iterator[ExportedSnapshot]:
+    """Export a snapshot of now from ``conn`` (an autocommit connection), alive while the block runs.
+
+    Its visibility is read in the same ``REPEATABLE READ`` transaction, so it is that snapshot's.
+    """
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")  # idle while the copies run
-        row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+        row = conn.execute("SELECT pg_export_snapshot(), pg_current_snapshot()::text").fetchone()
         assert row is not None
-        yield str(row[0])
+        yield ExportedSnapshot(str(row[0]), CopySnapshot.parse(row[1]))
 
 
 #: Heap blocks of a table (of its largest partition) and its rows estimate (summed over partitions).
@@ -158,9 +176,10 @@ def copy_tables(
     tables: list[SourceTable],
     capture_dir: str,
     options: CopyOptions,
-    snapshot_name: str | None = None,
+    snapshot_name: str,
+    snapshot: CopySnapshot | None = None,
 ) -> dict[str, BootstrapCopy]:
-    """Copy ``tables`` at one snapshot: the one exported at the slot's consistent point, else a new one.
+    """Copy ``tables`` at one exported snapshot.
 
     Args:
         conn: an autocommit connection to the source database; the copies connect like it.
@@ -168,7 +187,8 @@ def copy_tables(
         tables: the tables to copy.
         capture_dir: the run's ``_capture`` directory URI; files go to ``<member>/copy-*.parquet``.
         options: parallelism and progress reporting.
-        snapshot_name: the snapshot exported at the slot's consistent point (first run).
+        snapshot_name: the exported snapshot to import (the slot's on a first run).
+        snapshot: its visibility, recorded with each copy when extraction filters by it.
 
     Returns:
         The copies by member name.
@@ -178,26 +198,23 @@ def copy_tables(
     directories = {table.member: join(capture_dir, table.member) for table in tables}
     for directory in directories.values():
         delete_files(directory, f"{COPY_PREFIX}-")  # an earlier, unfinished attempt's
-    with contextlib.ExitStack() as stack:
-        if snapshot_name is None:
-            snapshot_name = stack.enter_context(exported_snapshot(conn))
-        ranges, estimates = _plan(conn, tables, parallelism)
-        progress = {
-            table.member: TableProgress(table.member, table.qualified_name, estimates[table.member],
-                                        sum(1 for r in ranges if r.table.member == table.member))
-            for table in tables
-        }
-        outputs = run_copies(
-            source_conninfo(conn), snapshot_name, ranges, directories, progress, group=group.name,
-            parallelism=parallelism, progress_interval=options.progress_interval, on_progress=options.on_progress,
-        )
+    ranges, estimates = _plan(conn, tables, parallelism)
+    progress = {
+        table.member: TableProgress(table.member, table.qualified_name, estimates[table.member],
+                                    sum(1 for r in ranges if r.table.member == table.member))
+        for table in tables
+    }
+    outputs = run_copies(
+        source_conninfo(conn), snapshot_name, ranges, directories, progress, group=group.name,
+        parallelism=parallelism, progress_interval=options.progress_interval, on_progress=options.on_progress,
+    )
     copies = {}
     for table in tables:
         mine = _kept(sorted((o for o in outputs if o.range.table.member == table.member),
                             key=lambda o: o.range.index))
         copies[table.member] = BootstrapCopy(
             tuple(file for o in mine for file in o.files), sum(o.rows for o in mine), table.columns,
-            sum(o.bytes for o in mine),
+            sum(o.bytes for o in mine), snapshot,
         )
     logger.info(
         "group=%s: bootstrap copied %s in %.2f s (copy_parallelism=%d)", group.name,
@@ -205,6 +222,16 @@ def copy_tables(
         parallelism,
     )
     return copies
+
+
+def _copies_gone(group: RefreshGroup, stored: RunRecord) -> SlotError:
+    """The error of a pinned run whose copies must be taken again: taken now, after W, they
+    would hold transactions of the next run."""
+    return SlotError(
+        f"group {group.name!r}: run {stored.run_key!r} pinned W={stored.watermark} but its bootstrap copies are gone "
+        f"(or were recorded by an older release); start a new run (streambed runs supersede --group {group.name} "
+        f"{stored.run_key})"
+    )
 
 
 def _first_copies(
@@ -220,10 +247,7 @@ def _first_copies(
             logger.info("group=%s: reusing the bootstrap copies at %s", group.name, position)
             return marker.copies
         if stored is not None:
-            raise SlotError(
-                f"group {group.name!r}: run pinned W={stored.watermark} but its bootstrap copies are gone; "
-                "start a new run"
-            )
+            raise _copies_gone(group, stored)
         logger.warning("group=%s: dropping slot %s at %s to copy every table again", group.name, slot_name(group),
                        position)
         drop_slot(conn, group)  # this run copies every table: nothing decoded from the old slot is needed
@@ -239,15 +263,19 @@ def _first_copies(
 
 def _added_copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: list[SourceTable], capture_dir: str,
-    options: CopyOptions,
+    stored: RunRecord | None, options: CopyOptions,
 ) -> dict[str, BootstrapCopy]:
-    """Copies of mirrors that have no previous cut (added to an existing group)."""
+    """Copies of mirrors that have no previous cut (added to an existing group), at one exported
+    snapshot recorded with each copy: extraction drops their changes that the copy holds."""
     if not tables:
         return {}
     marker = read_marker(capture_dir)
     if marker is not None and {t.member for t in tables} <= set(marker.copies):
         return {t.member: marker.copies[t.member] for t in tables}
-    copies = copy_tables(conn, group, tables, capture_dir, options)
+    if stored is not None:
+        raise _copies_gone(group, stored)
+    with exported_snapshot(conn) as exported:
+        copies = copy_tables(conn, group, tables, capture_dir, options, exported.name, exported.visibility)
     write_marker(capture_dir, None, copies)
     return copies
 
@@ -267,4 +295,4 @@ def copies_for_run(
     if check_slot(conn, group).confirmed_flush < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
     added = [table for member, table in tables.items() if member not in last.members]
-    return _added_copies(conn, group, added, capture_dir, options)
+    return _added_copies(conn, group, added, capture_dir, stored, options)

@@ -17,6 +17,9 @@ Updates that change the key are written as a ``D`` of the old key and a ``U`` of
 ``REPLICA IDENTITY FULL`` (PostgreSQL logs it detoasted); otherwise they stay marked (see
 :mod:`.changelog`), and a key change with an unchanged TOASTed value cannot be resolved by the
 merge: give such tables ``REPLICA IDENTITY FULL``.
+
+The changes of a member added this run whose copy already holds their transaction (by Begin's
+xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and counted.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import gc
 import logging
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +36,7 @@ from typing import Any
 import psycopg
 
 from airflow_provider_streambed.capture.changelog import DEFAULT_BATCH_ROWS, TableLog
+from airflow_provider_streambed.capture.copy_snapshot import CopyFilter, CopySnapshot
 from airflow_provider_streambed.capture.names import publication_name, slot_name
 from airflow_provider_streambed.capture.pgoutput import (
     UNCHANGED_TOAST,
@@ -99,6 +103,7 @@ class _Target:
     key_indexes: tuple[int, ...]
     read_new: Callable[[bytes, int], list[Value]]
     keyless: bool = False
+    copy: CopyFilter | None = None  # a member added this run: drops what its copy holds
 
 
 @dataclass
@@ -113,6 +118,7 @@ class ChangeStream:
         watermark: keep commits before W.
         column_types: types ``(where, (name, type OID, modifier) columns)`` of a Relation message
             (:meth:`.type_resolver.TypeResolver.column_types`).
+        copies: the filters of members added this run, by member.
     """
 
     group: str
@@ -121,6 +127,7 @@ class ChangeStream:
     start: Lsn
     watermark: Lsn
     column_types: Callable[[str, Iterable[tuple[str, int, int]]], tuple[PgType, ...]]
+    copies: Mapping[str, CopyFilter] = field(default_factory=dict)
     transactions: int = 0
     skipped: int = 0
     _targets: dict[int, _Target] = field(default_factory=dict)
@@ -141,8 +148,9 @@ class ChangeStream:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
                 if data[5] != _NEW:
                     raise DecodeError(f"group {self.group!r}: Insert without a new tuple")
-                target.log.add_insert(target.read_new(data, 6), self._commit_lsn, self._xid, self._seq)
-                self._seq += 1
+                if target.copy is None or not target.copy.drops():
+                    target.log.add_insert(target.read_new(data, 6), self._commit_lsn, self._xid, self._seq)
+                    self._seq += 1
         elif tag == _UPDATE:
             if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
                 self._update(target, data)
@@ -162,6 +170,8 @@ class ChangeStream:
             self._keep = self.start.value <= message.final_lsn < self.watermark.value
             if not self._keep:
                 self.skipped += 1
+            for copy in self.copies.values():
+                copy.begin(message.xid)
         elif isinstance(message, Commit):
             self._commit(message)
         elif isinstance(message, Relation):
@@ -195,9 +205,12 @@ class ChangeStream:
             log.set_layout(relation.columns, types)
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
-        self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)), table.keyless)
+        self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)), table.keyless,
+                                              self.copies.get(member))
 
     def _add(self, target: _Target, op: str, values: list[Value]) -> None:
+        if target.copy is not None and target.copy.drops():
+            return
         target.log.add(op, values, self._commit_lsn, self._xid, self._seq)
         self._seq += 1
 
@@ -260,6 +273,7 @@ def extract_changes(
     *,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     fetch_rows: int = DEFAULT_FETCH_ROWS,
+    copied_at: Mapping[str, CopySnapshot] | None = None,
 ) -> ExtractResult:
     """Write the changes of the transactions with ``start <= commit LSN < W`` under ``capture_dir``.
 
@@ -272,6 +286,8 @@ def extract_changes(
         watermark: W.
         batch_rows: rows per Parquet row group.
         fetch_rows: peek rows fetched per round trip.
+        copied_at: the copy snapshots of members added this run: their changes of transactions a
+            snapshot holds are in the copy already, and dropped.
 
     Returns:
         Counts and the files written, by member.
@@ -283,7 +299,8 @@ def extract_changes(
         )
         for member, table in tables.items()
     }
-    stream = ChangeStream(group.name, tables, logs, start, watermark, TypeResolver(conn).column_types)
+    copies = {member: CopyFilter(snapshot) for member, snapshot in (copied_at or {}).items()}
+    stream = ChangeStream(group.name, tables, logs, start, watermark, TypeResolver(conn).column_types, copies)
     configure_decoding_session(conn)
     began = time.monotonic()
     messages = 0
@@ -302,6 +319,9 @@ def extract_changes(
         "group=%s W=%s: extracted transactions=%d (skipped %d) messages=%d in %.2f s",
         group.name, watermark, stream.transactions, stream.skipped, messages, time.monotonic() - began,
     )
+    for member, copy in copies.items():
+        logger.info("group=%s W=%s: dropped %d changes of member %s that its copy holds", group.name, watermark,
+                    copy.dropped, member)
     return ExtractResult(
         transactions=stream.transactions,
         skipped=stream.skipped,

@@ -266,7 +266,8 @@ def capture_run(
     if last is not None and watermark == last.watermark:
         return _finish_unchanged(ledger, group, run_key, last, copies)
     delete_files(capture_dir, f"{CHANGES_PREFIX}-")  # an earlier attempt's changelogs (bootstrap copies stay)
-    extracted = extract_changes(conn, group, tables, capture_dir, start, watermark)
+    copied_at = {member: copy.snapshot for member, copy in copies.items() if copy.snapshot is not None}
+    extracted = extract_changes(conn, group, tables, capture_dir, start, watermark, copied_at=copied_at)
     if (position := slot_position(conn, group)) != start:
         raise SlotError(
             f"group {group.name!r}, run {run_key!r}: slot {slot_name(group)!r} moved from {start} to {position} while "

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_streambed.capture.changelog import TableLog
+from airflow_provider_streambed.capture.copy_snapshot import CopyFilter, CopySnapshot
 from airflow_provider_streambed.capture.extract import ChangeStream
 from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.source import SourceTable
@@ -59,11 +60,12 @@ def builtin_types(where: str, columns: Iterable[tuple[str, int, int]]) -> tuple[
     return tuple(PgType.builtin(oid, modifier) for _, oid, modifier in columns)
 
 
-def stream(tmp_path: Path, start: int = 100, watermark: int = 1000) -> ChangeStream:
+def stream(tmp_path: Path, start: int = 100, watermark: int = 1000, copy: CopyFilter | None = None) -> ChangeStream:
     types = builtin_types("t", ((c.name, c.type_oid, c.type_modifier) for c in LAYOUT))
     table = SourceTable("t", "public.t", OID, LAYOUT, ("id",), types)
     log = TableLog("t", (tmp_path / "t").as_uri(), LAYOUT, types, batch_rows=2)
-    return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark), builtin_types)
+    copies = {} if copy is None else {"t": copy}
+    return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark), builtin_types, copies)
 
 
 def rows(changes: ChangeStream) -> list[dict[str, object]]:
@@ -130,3 +132,22 @@ def test_mismatched_commit_and_partial_transaction_fail(tmp_path: Path) -> None:
         feed(stream(tmp_path), begin(200, 1), commit(300))
     with pytest.raises(DecodeError, match="ended inside transaction xid 1"):
         feed(stream(tmp_path), begin(200, 1), relation(*LAYOUT), insert(b"1", b"a"))
+
+
+def test_an_added_members_changes_in_transactions_its_copy_holds_are_dropped_and_counted(tmp_path: Path) -> None:
+    copy = CopyFilter(CopySnapshot.parse("10:20:12"))
+    changes = stream(tmp_path, copy=copy)
+    key_update = b"U" + struct.pack(">I", OID) + b"K" + tup(b"1", None) + b"N" + tup(b"3", b"c")
+    delete = b"D" + struct.pack(">I", OID) + b"K" + tup(b"3", None)
+    truncate = b"T" + struct.pack(">IBI", 1, 0, OID)
+    feed(
+        changes,
+        begin(200, 11), relation(*LAYOUT), insert(b"1", b"a"), key_update, delete, truncate, commit(200),  # copied
+        begin(300, 12), insert(b"2", b"b"), commit(300),  # in progress at the copy's snapshot
+        begin(400, 5), insert(b"4", b"d"), commit(400),  # before xmin: copied
+        begin(500, 20), insert(b"5", b"e"), truncate, commit(500),  # at xmax: after the snapshot
+    )
+    assert [(r["id"], r["_xid"], r["_seq"], r["_op"]) for r in rows(changes)] == [
+        (2, 12, 0, "I"), (5, 20, 0, "I"), (None, 20, 1, "T")
+    ]
+    assert copy.dropped == 6 and changes.transactions == 4
