@@ -9,8 +9,8 @@ exactly those with commit LSN >= L0. W is pinned after the copy; extraction
 then writes the changes of ``[L0, W)``. The merge applies them on top of the copy in commit order,
 idempotently (upsert by key, delete if present, truncate drops what came before), which gives:
 copy state at L0 + every transaction in [L0, W) in commit order = the state containing exactly the
-transactions with commit LSN < W. Idempotence makes the result the same even where the copy
-already contains a change (see below), so exactness does not hinge on the snapshot alone.
+transactions with commit LSN < W. The copy and the decoded changes are disjoint, so each change
+reaches the mirror once (an append-only or keyless mirror counts rows: a repeat would show).
 
 **A mirror added to a group that already has cuts.** Its table is added to the publication
 (``ALTER PUBLICATION ... SET TABLE``, committed by :func:`.source.ensure_source`) and then copied
@@ -21,6 +21,9 @@ the copy's snapshot would be in both. So the export also reads the snapshot's vi
 with each copy as a :class:`.copy_snapshot.CopySnapshot`, and extraction drops the member's
 changes of every transaction that snapshot holds: each change reaches the mirror once, which an
 append-only or keyless mirror needs (a keyed merge absorbs a repeat; they would count it twice).
+The snapshot is exported once the transactions running after the ALTER have ended
+(:func:`.waits.wait_for_running`): a write made before the ALTER by a transaction committing
+after it is not decoded (the table was not published yet), so the copy must hold it.
 
 The copy files have the mirror's columns only, typed as the changelog's are: the refresh takes
 them as the mirror's starting snapshot and applies the changes to it merge-on-read, and the
@@ -68,6 +71,7 @@ from airflow_provider_streambed.capture.slot import (
     slot_position,
 )
 from airflow_provider_streambed.capture.source import SourceTable, check_slot_capacity, source_conninfo
+from airflow_provider_streambed.capture.waits import wait_for_running
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import DeclarationError, SlotError, SourceError
 from airflow_provider_streambed.ledger import CutRecord, RunRecord
@@ -263,10 +267,11 @@ def _first_copies(
 
 def _added_copies(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: list[SourceTable], capture_dir: str,
-    stored: RunRecord | None, options: CopyOptions,
+    stored: RunRecord | None, options: CopyOptions, wait_timeout: float,
 ) -> dict[str, BootstrapCopy]:
     """Copies of mirrors that have no previous cut (added to an existing group), at one exported
-    snapshot recorded with each copy: extraction drops their changes that the copy holds."""
+    snapshot recorded with each copy: extraction drops their changes that the copy holds. The
+    snapshot is taken once the transactions running after the publication changed have ended."""
     if not tables:
         return {}
     marker = read_marker(capture_dir)
@@ -274,6 +279,8 @@ def _added_copies(
         return {t.member: marker.copies[t.member] for t in tables}
     if stored is not None:
         raise _copies_gone(group, stored)
+    wait_for_running(conn, what=f"group {group.name!r}: copying added members {sorted(t.member for t in tables)}",
+                     timeout=wait_timeout)
     with exported_snapshot(conn) as exported:
         copies = copy_tables(conn, group, tables, capture_dir, options, exported.name, exported.visibility)
     write_marker(capture_dir, None, copies)
@@ -288,11 +295,12 @@ def copies_for_run(
     added members only.
 
     Raises:
-        SlotError: the slot is missing or lost.
+        SlotError: the slot is missing or lost, or the run pinned W and its copies are gone.
+        CaptureError: added members' copy waited too long for other transactions to end.
     """
     if last is None or resync:
         return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
     if check_slot(conn, group).confirmed_flush < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
     added = [table for member, table in tables.items() if member not in last.members]
-    return _added_copies(conn, group, added, capture_dir, stored, options)
+    return _added_copies(conn, group, added, capture_dir, stored, options, wait_timeout)

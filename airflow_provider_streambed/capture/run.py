@@ -66,9 +66,9 @@ class CaptureSettings:
         wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
         dag_run: the Airflow DAG run behind the run, recorded with its pin.
         copy: how bootstrap copies run (parallelism, progress).
-        slot_create_timeout_seconds: how long creating the slot (first run) and the publication DDL
-            may wait for other sessions' transactions and locks; they log whom they wait for every
-            15 s, then fail with ``CaptureError`` naming them.
+        slot_create_timeout_seconds: how long creating the slot (first run), the publication DDL
+            and the copy of added members may wait for other sessions' transactions and locks;
+            they log whom they wait for every 15 s, then fail with ``CaptureError`` naming them.
         resync: re-synchronise a group whose slot was lost or dropped: drop the slot if it is
             still there, create a new one and copy every table at its consistent point, as on
             the first run; the cut of this run replaces every member whole, and the group's

@@ -9,6 +9,10 @@ runs such a statement while a watcher, on a connection of its own, logs every
 client) and, after the timeout, cancels it (``pg_cancel_backend``): PostgreSQL then drops the
 slot it had begun (a slot is kept only once created) and rolls the DDL back, and the caller gets
 a :class:`~airflow_provider_streambed.exceptions.CaptureError` naming the blockers.
+
+:func:`wait_for_running` waits the same way, polling, for the transactions running at a moment
+to end: a member added to a group is copied only once those that were running when its table
+joined the publication have ended (their earlier writes are neither decoded nor in an older copy).
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ T = TypeVar("T")
 
 #: How often a waiting statement logs whom it waits for.
 LOG_INTERVAL_SECONDS = 15.0
-#: How long slot creation and publication DDL may wait by default (``slot_create_timeout_seconds``).
+#: How long slot creation, publication DDL and added copies may wait by default (``slot_create_timeout_seconds``).
 DEFAULT_TIMEOUT_SECONDS = 600.0
+#: How often :func:`wait_for_running` looks whether the transactions it waits for have ended.
+POLL_SECONDS = 0.1
+_RUNNING_XIDS = "SELECT xid::text FROM pg_snapshot_xip(pg_current_snapshot()) xid"
+_STILL_RUNNING = "SELECT xid FROM unnest(%s::text[]) xid WHERE pg_xact_status(xid::xid8) = 'in progress'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +150,45 @@ def run_watched(
     except psycopg.errors.QueryCanceled as error:
         if not gave_up:
             raise
-        raise CaptureError(
-            f"{what} gave up after waiting {timeout:g} s for: {_listing(gave_up[0])}; nothing was created. "
-            "End those transactions (COMMIT PREPARED or ROLLBACK PREPARED '<gid>' for prepared ones) and retry"
-        ) from error
+        raise _gave_up(what, timeout, gave_up[0], "nothing was created") from error
     finally:
         with lock:
             finished.set()
         watcher.join()
+
+
+def wait_for_running(conn: psycopg.Connection[Any], *, what: str, timeout: float) -> None:
+    """Wait until every transaction holding an xid now has ended (prepared ones and those of other
+    databases included, as for a new slot), logging them every :data:`LOG_INTERVAL_SECONDS`.
+
+    Args:
+        conn: an autocommit connection to the source.
+        what: what waits, for people, e.g. ``"group 'bank': copying added members ['b']"``.
+        timeout: seconds before giving up.
+
+    Raises:
+        CaptureError: they had not all ended after ``timeout`` seconds; names them.
+    """
+    started, clock = dt.datetime.now(dt.UTC), time.monotonic()
+    logged = clock
+    pending = [row[0] for row in conn.execute(_RUNNING_XIDS).fetchall()]
+    while pending := [row[0] for row in conn.execute(_STILL_RUNNING, (pending,)).fetchall()]:
+        now = time.monotonic()
+        if now - clock >= timeout:
+            raise _gave_up(what, timeout, running_transactions(conn, conn.info.backend_pid, started),
+                           "nothing was copied")
+        if now - logged >= LOG_INTERVAL_SECONDS:
+            blockers = running_transactions(conn, conn.info.backend_pid, started)
+            logger.warning("%s has waited %.0f s for: %s", what, now - clock, _listing(blockers))
+            logged = now
+        time.sleep(POLL_SECONDS)
+
+
+def _gave_up(what: str, timeout: float, blockers: list[Blocker], outcome: str) -> CaptureError:
+    return CaptureError(
+        f"{what} gave up after waiting {timeout:g} s for: {_listing(blockers)}; {outcome}. "
+        "End those transactions (COMMIT PREPARED or ROLLBACK PREPARED '<gid>' for prepared ones) and retry"
+    )
 
 
 def _listing(blockers: list[Blocker]) -> str:

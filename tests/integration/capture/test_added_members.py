@@ -1,12 +1,14 @@
 """A mirror added to a group with cuts gets every change once: the transactions that commit between
 its table joining the publication and its copy's snapshot are in the copy, and extraction drops
-them for that member (issue 32: no row counted twice)."""
+them for that member (issue 32: no row counted twice); one that wrote before the table joined is
+waited for, so the copy holds it (no row lost)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +18,12 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.capture import bootstrap as bootstrap_module
+from airflow_provider_streambed.capture import waits
 from airflow_provider_streambed.capture.bootstrap import ExportedSnapshot
 from airflow_provider_streambed.capture.bootstrap_marker import MARKER_NAME, read_marker
 from airflow_provider_streambed.capture.copy_snapshot import CopySnapshot
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
-from airflow_provider_streambed.exceptions import SlotError
+from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.exceptions import CaptureError, SlotError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
@@ -133,3 +136,28 @@ def test_a_retried_capture_reuses_the_copies_and_filters_the_same_way(
     manifest.unlink()
     with pytest.raises(SlotError, match=r"run 'r2' pinned W=.* bootstrap copies are gone .*older release.*new run"):
         capture_run(source, group, ledger, "r2", warehouse)
+
+
+def test_a_transaction_that_wrote_before_the_table_joined_the_publication_is_waited_for(
+    source: Conn, ledger: Ledger, warehouse: str, pg_dsn: str, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(waits, "LOG_INTERVAL_SECONDS", 0.3)
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    source.execute("CREATE TABLE links (src int, dst int)")
+    source.execute("ALTER TABLE links REPLICA IDENTITY FULL")
+    publish(source, ledger, make_group("t"), capture_run(source, make_group("t"), ledger, "r1", warehouse))
+    group, quick = make_group("t", "links"), CaptureSettings(slot_create_timeout_seconds=1)
+    with psycopg.connect(pg_dsn, application_name="streambed-early-writer") as early:
+        early.execute("INSERT INTO links VALUES (9, 9)")  # not decoded: links was not published yet
+        with pytest.raises(CaptureError, match=(
+                rf"group 'g': copying added members \['links'\] gave up after waiting 1 s for: "
+                rf"pid {early.info.backend_pid} .*application streambed-early-writer.*; nothing was copied")):
+            capture_run(source, group, ledger, "r2", warehouse, quick)
+        assert "copying added members ['links'] has waited" in caplog.text
+        assert ledger.get_run(group.name, "r2") is None  # refused before the pin
+        threading.Timer(0.5, early.commit).start()
+        result = capture_run(source, group, ledger, "r2", warehouse)  # waits for it, then copies
+    assert isinstance(result, CaptureResult)
+    assert Counter((row["src"], row["dst"]) for row in read_changes(result.manifest, "links").to_pylist()) == {
+        (9, 9): 1}
