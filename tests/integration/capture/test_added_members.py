@@ -63,7 +63,7 @@ def rows(conn: Conn, query: str) -> Counter[tuple[Any, ...]]:
     return Counter(conn.execute(query).fetchall())
 
 
-def test_an_added_append_only_mirror_publishes_each_row_once(
+def test_added_append_only_and_keyless_mirrors_publish_each_row_once(
     pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -71,16 +71,20 @@ def test_an_added_append_only_mirror_publishes_each_row_once(
     with psycopg.connect(pg_dsn, autocommit=True) as source:
         source.execute("CREATE TABLE log (n int, note text)")
         source.execute("CREATE TABLE events (n int, note text)")
+        source.execute("CREATE TABLE pairs (a int, b int)")  # keyless: a multiset
+        source.execute("ALTER TABLE pairs REPLICA IDENTITY FULL")
+        source.execute("INSERT INTO pairs VALUES (1, 1), (1, 1)")
         source.execute("INSERT INTO log VALUES (0, 'first')")
         source.execute("INSERT INTO events SELECT g, 'before' FROM generate_series(1, 20) g")
         first = make_group("log", append_only=("log",))
         assert refresh_once(first, source_dsn=pg_dsn, catalog_properties=properties).cut.cut_id == 1
-        window = [  # each inserts into both tables: the existing member keeps its rows
-            f"WITH e AS (INSERT INTO events VALUES ({n}, 'window')) INSERT INTO log VALUES ({n}, 'window')"
+        window = [  # each inserts into every table: the existing member keeps its rows
+            f"WITH e AS (INSERT INTO events VALUES ({n}, 'window')), p AS (INSERT INTO pairs VALUES (1, 1)) "
+            f"INSERT INTO log VALUES ({n}, 'window')"
             for n in range(100, 105)
         ]
         exports = commit_before_the_copy(monkeypatch, pg_dsn, window, "INSERT INTO events VALUES (200, 'open')")
-        group = make_group("log", "events", append_only=("log", "events"))
+        group = make_group("log", "events", "pairs", append_only=("log", "events"))
         with caplog.at_level(logging.INFO, logger="airflow_provider_streambed.capture.extract"):
             second = refresh_once(group, source_dsn=pg_dsn, catalog_properties=properties)
         assert len(exports) == 1 and second.cut.cut_id == 2
@@ -90,7 +94,10 @@ def test_an_added_append_only_mirror_publishes_each_row_once(
         assert events == rows(source, "SELECT n, note FROM events") and events[(100, "window")] == 1
         assert events[(200, "open")] == 1  # in progress at the copy's snapshot: decoded, kept
         assert log == rows(source, "SELECT n, note FROM log") and sum(log.values()) == 6
+        pairs = Counter(zip(*cut.to_arrow("pairs").select(["a", "b"]).to_pydict().values(), strict=True))
+        assert pairs == rows(source, "SELECT a, b FROM pairs") == {(1, 1): 7}
     assert "dropped 5 changes of member events that its copy holds" in caplog.text
+    assert "dropped 5 changes of member pairs that its copy holds" in caplog.text
 
 
 def test_a_retried_capture_reuses_the_copies_and_filters_the_same_way(
