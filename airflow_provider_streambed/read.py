@@ -125,6 +125,10 @@ class Cut:
         """Member ``name``'s table as written by this cut (its metadata file, not the catalog's pointer)."""
         return StaticTable.from_metadata(self.member(name).metadata_location, properties=self.catalog.properties)
 
+    def schema(self, name: str) -> pa.Schema:
+        """Member ``name``'s columns at this cut, with the Arrow types Iceberg reads them as (no data read)."""
+        return self.table(name).schema().as_arrow()
+
     def to_arrow(self, name: str) -> pa.Table:
         """Member ``name``'s rows at this cut."""
         return self.table(name).scan(snapshot_id=self.member(name).snapshot_id).to_arrow()

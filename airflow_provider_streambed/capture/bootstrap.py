@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -290,9 +290,10 @@ def _added_copies(
 def copies_for_run(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable], capture_dir: str,
     stored: RunRecord | None, last: CutRecord | None, resync: bool, options: CopyOptions, wait_timeout: float,
+    resynced: Collection[str] = (),
 ) -> dict[str, BootstrapCopy]:
-    """The bootstrap copies this run needs: every table on the first run and on a resync, else
-    added members only.
+    """The bootstrap copies this run needs: every table on the first run and on a resync of the
+    group, else those of added members and of ``resynced`` ones (copied the same way).
 
     Raises:
         SlotError: the slot is missing or lost, or the run pinned W and its copies are gone.
@@ -302,5 +303,5 @@ def copies_for_run(
         return _first_copies(conn, group, tables, capture_dir, stored, options, wait_timeout)
     if check_slot(conn, group).confirmed_flush < last.watermark:
         advance_slot(conn, group, last.watermark)  # an earlier run published but did not advance
-    added = [table for member, table in tables.items() if member not in last.members]
+    added = [table for member, table in tables.items() if member not in last.members or member in resynced]
     return _added_copies(conn, group, added, capture_dir, stored, options, wait_timeout)

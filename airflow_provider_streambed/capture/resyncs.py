@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 import pyarrow as pa
 
 from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.column_changes import columns_change, types_change
 from airflow_provider_streambed.exceptions import SchemaChangeError
 
 #: A resync the user asked for.
@@ -54,35 +55,8 @@ def resync_reasons(
 def source_change(table: SourceTable, previous: pa.Schema) -> str:
     """How ``table``'s columns changed since a mirror had ``previous`` in a way no change record
     carries (empty: they did not)."""
-    gone = [name for name in previous.names if name not in table.columns]
-    if gone:
-        return f"columns {gone} were dropped or renamed"
-    filled = [name for name in table.columns if name not in previous.names and name in table.filled_columns]
-    if filled:
-        return (f"columns {filled} were added with a DEFAULT, which the rows from before the ALTER TABLE read from "
-                "the source's catalog")
-    retyped = [
-        f"{name} {iceberg_type(previous.field(name).type)} -> {iceberg_type(pg_type.arrow)}"
-        for name, pg_type in zip(table.columns, table.types, strict=True)
-        if name in previous.names and iceberg_type(previous.field(name).type) != iceberg_type(pg_type.arrow)
-    ]
-    return f"columns changed type: {', '.join(retyped)}" if retyped else ""
-
-
-def iceberg_type(arrow_type: pa.DataType) -> str:
-    """The Iceberg type an Arrow column type is stored as (Iceberg has one integer type below
-    ``long``, one string and one binary type)."""
-    if pa.types.is_integer(arrow_type):
-        return "long" if arrow_type.bit_width == 64 else "int"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "string"
-    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
-        return "binary"
-    if pa.types.is_timestamp(arrow_type):
-        return "timestamptz" if arrow_type.tz else "timestamp"
-    if pa.types.is_floating(arrow_type):
-        return "float" if arrow_type.bit_width == 32 else "double"
-    return str(arrow_type)
+    return columns_change(table.columns, table.filled_columns, previous.names) or types_change(
+        [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous)
 
 
 def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Mapping[str, SourceTable]) -> None:

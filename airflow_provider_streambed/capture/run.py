@@ -13,10 +13,12 @@ ledger, nothing extracted, nothing to refresh or publish.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 from psycopg import pq
 
 from airflow_provider_streambed.capture.bootstrap import CopyOptions, copies_for_run
@@ -25,6 +27,7 @@ from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.names import slot_name
+from airflow_provider_streambed.capture.resyncs import check_policy, resync_reasons
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
     REMEDY,
@@ -36,10 +39,17 @@ from airflow_provider_streambed.capture.source import SourceTable, ensure_source
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import InvalidWatermarkError, SlotError, SourceError, WatermarkError
+from airflow_provider_streambed.exceptions import (
+    DeclarationError,
+    InvalidWatermarkError,
+    SlotError,
+    SourceError,
+    WatermarkError,
+)
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunState
 from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.staging import (
     CAPTURE_DIR,
     CaptureManifest,
@@ -176,10 +186,32 @@ def _finish_unchanged(
     return unchanged
 
 
+def _resyncs(
+    group: RefreshGroup, tables: dict[str, SourceTable], last: CutRecord | None, settings: CaptureSettings,
+    previous: Mapping[str, pa.Schema],
+) -> dict[str, str]:
+    """Per mirror with a previous cut that this run copies again, why (a resync of the group
+    copies every one)."""
+    for name in settings.resync_members:
+        if not isinstance(group.member(name), Mirror):
+            raise DeclarationError(f"group {group.name!r}: resync_members names {name!r}, which is not a mirror")
+    if last is None:
+        return {}
+    if settings.resync:
+        return {member: "resync of the group" for member in tables if member in last.members}
+    reasons = resync_reasons({m: t for m, t in tables.items() if m in last.members}, previous, settings.resync_members)
+    check_policy(group.name, group.on_schema_change, reasons, tables)
+    for member, why in reasons.items():
+        logger.warning("group=%s member=%s: copied again in this run's cut (a resync of the member): %s", group.name,
+                       member, why)
+    return reasons
+
+
 def _table_captures(
-    tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult
+    tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult,
+    resynced: Mapping[str, str],
 ) -> tuple[TableCapture, ...]:
-    """Per member: its extracted changelog files and its bootstrap copy (if any)."""
+    """Per member: its extracted changelog files, its bootstrap copy (if any) and why it was resynced."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -194,6 +226,7 @@ def _table_captures(
             changes=extracted.changes[member],
             copy_files=copy.files if copy else (),
             copied_rows=copy.rows if copy else 0,
+            resynced=resynced.get(member, ""),
         ))
     return tuple(captures)
 
@@ -205,6 +238,7 @@ def capture_run(
     run_key: str,
     warehouse: str,
     settings: CaptureSettings | None = None,
+    previous: Mapping[str, pa.Schema] | None = None,
 ) -> CaptureResult | UnchangedRun:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -215,6 +249,10 @@ def capture_run(
         run_key: the run key; a retry with it reuses W and a finished capture.
         warehouse: warehouse URI; files go under the run's staging root.
         settings: how the capture runs (:class:`CaptureSettings`; its defaults when ``None``).
+        previous: each mirror's columns in the group's last cut: a mirror whose table changed
+            in a way no change record carries is copied again (:mod:`.resyncs`) or, under the
+            group's ``on_schema_change="fail"``, refused. ``None``: not compared here (the
+            refresh plan's guard refuses such a change then).
 
     Returns:
         The capture, or :class:`UnchangedRun` when W equals the last cut's W (no WAL since it).
@@ -225,6 +263,8 @@ def capture_run(
         WatermarkError: a flush timeout, or the run already published; InvalidWatermarkError
             (final) for a W that can never make a cut.
         DecodeError: the change stream could not be decoded.
+        SchemaChangeError: (final) a table changed that way under ``on_schema_change="fail"``.
+        MemberNotFoundError, DeclarationError: ``resync_members`` names no mirror of the group.
     """
     settings = settings or CaptureSettings()
     _autocommit(conn, group)
@@ -245,8 +285,9 @@ def capture_run(
     published = [m.qualified_table for m in group.mirrors if last is not None and m.name in last.members]
     tables = ensure_source(conn, group, create_slot=False, wait_timeout=settings.slot_create_timeout_seconds,
                            published=() if settings.resync else published)
+    resynced = _resyncs(group, tables, last, settings, previous or {})
     copies = copies_for_run(conn, group, tables, capture_dir, stored, last, settings.resync, settings.copy,
-                            settings.slot_create_timeout_seconds)
+                            settings.slot_create_timeout_seconds, resynced)
     status = check_slot(conn, group)
     warn_retention(group, status, settings.wal_retention_warn_bytes)
     start = status.confirmed_flush
@@ -274,7 +315,7 @@ def capture_run(
             "the changes were read (dropped and re-created by a concurrent resync?), so they may be incomplete; "
             "retry the run"
         )
-    captures = _table_captures(tables, copies, extracted)
+    captures = _table_captures(tables, copies, extracted, resynced)
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)
     write_json(uri, manifest.to_dict())

@@ -1,23 +1,26 @@
-"""What a mirror's columns may do between two cuts, checked when a run is planned (before Spark).
+"""A plan's guard on a mirror's columns between two cuts (before Spark).
 
-An added column follows the source (older rows read null), unless the source gives the rows that
-existed before the ``ALTER TABLE ... ADD COLUMN ... DEFAULT`` their value from its catalog
-(``pg_attribute.atthasmissing``): no WAL record carries that value, so the mirror would show null
-where the source shows the default. That case, and a dropped (or renamed) column, are refused
-with a final :class:`~airflow_provider_streambed.exceptions.SchemaChangeError` that names the
-column and the fix, a resync of the group, instead of publishing rows that are not the source's.
+A table whose columns changed in a way no change record carries (a column dropped, renamed or
+added with a ``DEFAULT``, :mod:`~airflow_provider_streambed.column_changes`) is copied again by
+the capture step (:mod:`~airflow_provider_streambed.capture.resyncs`), so the plan sees a copy.
+A capture that did not compare the table with the last cut (one that was not given the last
+cut's columns) leaves the change to this guard, which refuses the run with a final
+:class:`~airflow_provider_streambed.exceptions.SchemaChangeError` naming the column and the fix,
+instead of publishing rows that are not the source's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
+from airflow_provider_streambed.column_changes import columns_change
 from airflow_provider_streambed.exceptions import SchemaChangeError
 from airflow_provider_streambed.staging import TableCapture
 
-#: How to get a refused group going again: copy its tables anew.
-RESYNC_FIX = ("resync the group: trigger its DAG with the Param 'resync' (or run `streambed resync --group {group}`), "
-              "which copies its tables again in the next cut; older cuts stay readable")
+#: How to get a refused member going again: copy it anew.
+RESYNC_FIX = ("resync the member: trigger the DAG with the Param 'resync_members' ['{member}'] (or run `streambed "
+              "resync --group {group} --member {member}`), which copies it again in the next cut; older cuts stay "
+              "readable")
 
 
 def check_mirror_columns(group: str, capture: TableCapture, previous_columns: Collection[str]) -> None:
@@ -33,16 +36,7 @@ def check_mirror_columns(group: str, capture: TableCapture, previous_columns: Co
             renamed), or an added column has a default that the source's older rows read from
             its catalog (final: no retry changes the source's catalog).
     """
-    where = f"group {group!r}, member {capture.member!r}: source table {capture.source_table}"
-    fix = RESYNC_FIX.format(group=group)
-    gone = [name for name in previous_columns if name not in capture.columns]
-    if gone:
-        raise SchemaChangeError(f"{where}: columns {gone} were dropped or renamed since the last cut; the mirror "
-                                f"cannot follow that yet: {fix}")
-    filled = [name for name in capture.columns if name not in previous_columns and name in capture.filled_columns]
-    if filled:
-        raise SchemaChangeError(
-            f"{where}: columns {filled} were added with a DEFAULT, which the rows from before the ALTER TABLE read "
-            "from the source's catalog and no change carries, so the mirror would show null for them: "
-            f"{fix}"
-        )
+    if why := columns_change(capture.columns, capture.filled_columns, list(previous_columns)):
+        fix = RESYNC_FIX.format(group=group, member=capture.member)
+        raise SchemaChangeError(f"group {group!r}, member {capture.member!r}: source table {capture.source_table}: "
+                                f"{why}; the mirror cannot follow that change by change: {fix}")

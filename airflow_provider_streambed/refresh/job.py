@@ -141,13 +141,26 @@ def _compute(
         source = mirror_input(spec, group, member, capture)
         return stage_mirror(spec, source, merge(spark, source), definition)
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
+    resynced = _resynced_source(group, member, staged)
     if isinstance(member, SqlMember):
         with sql_member_frame(spark, group, member, sources) as frame:
-            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
+            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
+                                       resynced=resynced)
     assert isinstance(member, PythonMember)
     context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
     frame = compute_python_member(spark, group, member, sources, context)
-    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition)
+    return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
+                               resynced=resynced)
+
+
+def _resynced_source(group: RefreshGroup, member: Member, staged: dict[str, MemberManifest]) -> str:
+    """Why a derived member's output may change its columns' types this run: a source of it was
+    resynced (its table's types are the source's as they are now); empty otherwise."""
+    for name in member.sources:
+        manifest = staged.get(group.member(name).name)
+        if manifest is not None and manifest.resynced:
+            return f"its source {name!r} was resynced ({manifest.resynced})"
+    return ""
 
 
 def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:

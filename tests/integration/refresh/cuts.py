@@ -3,6 +3,7 @@ Spark session (``local[2]``), and ``publish_cut`` into a catalog."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -17,6 +18,7 @@ from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
+from airflow_provider_streambed.steps import last_cut_columns
 
 
 class Cuts:
@@ -31,17 +33,19 @@ class Cuts:
         self.ledger.create()
         self.conn = psycopg.connect(dsn, autocommit=True)
 
-    def stage(self, run_key: str, *, resync: bool = False) -> tuple[JobSpec, dict[str, MemberManifest]]:
+    def stage(self, run_key: str, *, resync: bool = False,
+              resync_members: Sequence[str] = ()) -> tuple[JobSpec, dict[str, MemberManifest]]:
         """Capture and compute the run; returns (job spec, staged manifests)."""
         captured = capture_run(self.conn, self.group, self.ledger, run_key, self.warehouse,
-                               CaptureSettings(resync=resync))
+                               CaptureSettings(resync=resync, resync_members=tuple(resync_members)),
+                               last_cut_columns(self.catalog, self.group, self.ledger.last_cut(self.group.name)))
         spec = build_job_spec(self.group, self.catalog, self.ledger, captured.manifest_uri, run_key)
         run_job(self.spark, spec)
         return spec, collect_member_manifests(spec)
 
-    def publish(self, run_key: str, *, resync: bool = False) -> CutRecord:
+    def publish(self, run_key: str, *, resync: bool = False, resync_members: Sequence[str] = ()) -> CutRecord:
         """One whole cut: staged, published, slot advanced."""
-        _, staged = self.stage(run_key, resync=resync)
-        cut = publish_cut(self.catalog, self.ledger, self.group, run_key, staged)
+        spec, staged = self.stage(run_key, resync=resync, resync_members=resync_members)
+        cut = publish_cut(self.catalog, self.ledger, self.group, run_key, staged, carried=tuple(spec.carried))
         advance_slot(self.conn, self.group, cut.watermark)
         return cut

@@ -1,28 +1,29 @@
-"""Source schema changes between cuts: ``ADD COLUMN`` follows into the next cut, anything else fails the run.
+"""Source schema changes between cuts, under writers on another member.
 
 Real PostgreSQL, the real capture step, the job in-process on the ``local[2]`` session, and
-``publish_cut`` into an SQLite catalog: the published table's schema gains the column, earlier
-rows read null; a dropped column, a column added with a default (which older rows read from the
-catalog) or a changed type fails the refresh naming table and column, and nothing is staged or
-published for that run; a resync of the group then publishes the source's rows.
+``publish_cut`` into an SQLite catalog. ``ADD COLUMN`` follows into the next cut (earlier rows
+read null). A change no change record carries (a column dropped, renamed, added with a default,
+or retyped, ``USING`` included) copies that member again in the next cut (a resync of the
+member) while the other mirror keeps merging; the cut before keeps its schema. Under
+``on_schema_change="fail"`` such a change is refused as final until the member is resynced.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError, SchemaChangeError, is_final
+from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.staging import staging_root
-from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.cuts import Cuts
 
 pytestmark = pytest.mark.slow
@@ -32,11 +33,14 @@ GROUP = RefreshGroup(
     "src",
     "cat",
     "ns",
-    (Mirror("public.accounts"), SqlMember("rich", "SELECT * FROM accounts WHERE balance > 100", sources=("accounts",))),
+    (Mirror("public.accounts"), Mirror("public.events"),
+     SqlMember("rich", "SELECT * FROM accounts WHERE balance > 100", sources=("accounts",))),
 )
 SCHEMA = """
 CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL, note text);
 INSERT INTO accounts SELECT g, g * 50, 'n' || g FROM generate_series(1, 4) g;
+CREATE TABLE events (id int PRIMARY KEY, what text);
+INSERT INTO events VALUES (1, 'a'), (2, 'b');
 """
 
 
@@ -77,42 +81,62 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
+    ("change", "reason"),
     [
-        ("ALTER TABLE accounts DROP COLUMN note", r"columns \['note'\] were dropped or renamed since the last cut"),
-        ("ALTER TABLE accounts RENAME COLUMN note TO remark",
-         r"columns \['note'\] were dropped or renamed since the last cut"),
+        ("ALTER TABLE accounts DROP COLUMN note", "columns ['note'] were dropped or renamed"),
+        ("ALTER TABLE accounts RENAME COLUMN note TO remark", "columns ['note'] were dropped or renamed"),
         ("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'",
-         r"columns \['region'\] were added with a DEFAULT, which the rows from before the ALTER TABLE read"),
+         "columns ['region'] were added with a DEFAULT"),
+        ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)",
+         "columns changed type: balance long -> decimal128(20, 2)"),
+        ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2) USING balance * 2",
+         "columns changed type: balance long -> decimal128(20, 2)"),
     ],
+    ids=["drop", "rename", "add-default", "retype", "using"],
 )
-def test_changes_the_mirror_cannot_follow_are_refused_as_final_until_a_resync(
-    cuts: Cuts, change: str, message: str
+def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
+    cuts: Cuts, change: str, reason: str
 ) -> None:
     cuts.publish("run1")
     cuts.conn.execute(change)
-    cuts.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-    where = r"group 'evolving', member 'accounts': source table public.accounts: "
-    with pytest.raises(SchemaChangeError, match=where + message + r".*resync the group") as refused:
-        cuts.stage("run2")  # refused while the run is planned: nothing is computed, no Spark job starts
-    assert is_final(refused.value)
-    root = staging_root(cuts.warehouse, GROUP.name, "run2")
-    assert read_member_manifest(root, "accounts") is None and read_member_manifest(root, "rich") is None
-    assert cuts.publish("run3", resync=True).cut_id == 2
-    assert published_rows(cuts, 2, "accounts") == source_rows(cuts)
+    cuts.conn.execute("UPDATE accounts SET note = 'changed' WHERE id = 1" if "note" not in change
+                      else "DELETE FROM accounts WHERE id = 1")
+    cuts.conn.execute("INSERT INTO events VALUES (3, 'third')")
+    second = cuts.publish("run2")
+    assert second.cut_id == 2
+    assert published_rows(cuts, 2, "accounts") == source_rows(cuts)  # values, the default and the new types too
+    assert [row["what"] for row in published_rows(cuts, 2, "events")] == ["a", "b", "third"]
+    accounts = CutReader(cuts.catalog, GROUP.name).get(2).table("accounts")
+    summary = accounts.snapshot_by_id(second.members["accounts"].snapshot_id).summary
+    assert summary["streambed.resync-reason"].startswith(reason)
+    events = CutReader(cuts.catalog, GROUP.name).get(2).table("events")
+    assert events.snapshot_by_id(second.members["events"].snapshot_id).summary.get("streambed.resync-reason") is None
     assert list(published_rows(cuts, 1, "accounts")[0]) == ["id", "balance", "note"]  # cut 1 keeps its schema
+    assert CutReader(cuts.catalog, GROUP.name).get(1).schema("accounts").field("balance").type == pa.int64()
+
+    cuts.conn.execute("DELETE FROM accounts WHERE id = 4")  # an ordinary run merges on the copy
+    cuts.conn.execute("INSERT INTO events VALUES (4, 'fourth')")
+    assert cuts.publish("run3").cut_id == 3
+    assert published_rows(cuts, 3, "accounts") == source_rows(cuts)
+    assert len(published_rows(cuts, 3, "events")) == 4
 
 
-def test_a_changed_type_fails_the_run_naming_table_and_column(cuts: Cuts) -> None:
-    cuts.publish("run1")
-    cuts.conn.execute("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)")
-    cuts.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-    with pytest.raises(RefreshError, match=r"table 'public.accounts'.*column 'balance' changed type from bigint to "
-                                           r"decimal\(20,2\)") as failure:
-        cuts.stage("run2")
-    assert "member 'rich': not computed" in str(failure.value)
-    assert is_final(failure.value)  # no retry computes it: the run releases its group
-    root = staging_root(cuts.warehouse, GROUP.name, "run2")
-    assert read_member_manifest(root, "accounts") is None and read_member_manifest(root, "rich") is None
-    last = cuts.ledger.last_cut(GROUP.name)
-    assert last is not None and last.cut_id == 1
+def test_under_the_fail_policy_a_change_is_refused_as_final_until_the_member_is_resynced(
+    spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    strict = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri, dataclasses.replace(GROUP, on_schema_change="fail"))
+    strict.publish("run1")
+    strict.conn.execute("ALTER TABLE accounts DROP COLUMN note")
+    strict.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+    with pytest.raises(SchemaChangeError, match=r"group 'evolving', member 'accounts': source table public.accounts: "
+                                                r"columns \['note'\] were dropped or renamed.*on_schema_change is "
+                                                r"'fail'; resync the member \(`streambed resync --group evolving "
+                                                r"--member accounts`") as refused:
+        strict.stage("run2")  # refused before W is pinned: nothing is copied, computed or published
+    assert is_final(refused.value)
+    assert strict.ledger.get_run(GROUP.name, "run2") is None
+    assert strict.publish("run3", resync_members=["accounts"]).cut_id == 2
+    assert published_rows(strict, 2, "accounts") == source_rows(strict)
+    strict.conn.close()

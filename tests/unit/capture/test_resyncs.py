@@ -6,9 +6,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.capture.pgoutput import Column
-from airflow_provider_streambed.capture.resyncs import check_policy, iceberg_type, resync_reasons, source_change
+from airflow_provider_streambed.capture.resyncs import check_policy, resync_reasons, source_change
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.typemap import FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC, TEXT, PgType
+from airflow_provider_streambed.column_changes import iceberg_type
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 
 #: numeric(12, 2)'s type modifier: ((precision << 16) | scale) + 4

@@ -23,7 +23,7 @@ def test_added_columns_without_a_catalog_default_and_unchanged_columns_pass() ->
 @pytest.mark.parametrize(
     ("now", "filled", "message"),
     [
-        (("id",), (), r"columns \['balance'\] were dropped or renamed since the last cut"),
+        (("id",), (), r"columns \['balance'\] were dropped or renamed; the mirror cannot follow"),
         (("id", "amount"), (), r"columns \['balance'\] were dropped or renamed"),
         (("id", "balance", "region"), ("region",), r"columns \['region'\] were added with a DEFAULT"),
     ],
@@ -32,6 +32,7 @@ def test_a_dropped_renamed_or_defaulted_column_is_refused_as_final(
     now: tuple[str, ...], filled: tuple[str, ...], message: str
 ) -> None:
     with pytest.raises(SchemaChangeError, match=r"group 'bank', member 'accounts': source table public.accounts: "
-                       + message + r".*Param 'resync' \(or run `streambed resync --group bank`\)") as refused:
+                       + message + r".*Param 'resync_members' \['accounts'\] \(or run `streambed resync --group bank "
+                       r"--member accounts`\)") as refused:
         check_mirror_columns("bank", capture(now, filled), ["id", "balance"])
     assert is_final(refused.value)

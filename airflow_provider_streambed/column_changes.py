@@ -1,0 +1,49 @@
+"""How a source table's columns changed since a mirror's previous cut in ways no change record
+carries (one rule, used when a run is captured and again when it is planned)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import pyarrow as pa
+
+
+def columns_change(columns: Sequence[str], filled: Collection[str], previous: Sequence[str]) -> str:
+    """Why a mirror with ``previous`` columns cannot follow its table's ``columns`` change by
+    change (empty: it can): a column dropped or renamed (a rename reads as a drop and an add), or
+    added with a ``DEFAULT`` that the older rows read from the source's catalog (``filled``)."""
+    gone = [name for name in previous if name not in columns]
+    if gone:
+        return f"columns {gone} were dropped or renamed"
+    defaulted = [name for name in columns if name not in previous and name in filled]
+    if defaulted:
+        return (f"columns {defaulted} were added with a DEFAULT, which the rows from before the ALTER TABLE read "
+                "from the source's catalog and no change carries")
+    return ""
+
+
+def types_change(columns: Sequence[tuple[str, pa.DataType]], previous: pa.Schema) -> str:
+    """Which of ``columns`` (name, Arrow type as captured) a mirror with ``previous`` has under
+    another Iceberg type (empty: none)."""
+    retyped = [
+        f"{name} {iceberg_type(previous.field(name).type)} -> {iceberg_type(arrow_type)}"
+        for name, arrow_type in columns
+        if name in previous.names and iceberg_type(previous.field(name).type) != iceberg_type(arrow_type)
+    ]
+    return f"columns changed type: {', '.join(retyped)}" if retyped else ""
+
+
+def iceberg_type(arrow_type: pa.DataType) -> str:
+    """The Iceberg type an Arrow column type is stored as (Iceberg has one integer type below
+    ``long``, one string and one binary type)."""
+    if pa.types.is_integer(arrow_type):
+        return "long" if arrow_type.bit_width == 64 else "int"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return "binary"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamptz" if arrow_type.tz else "timestamp"
+    if pa.types.is_floating(arrow_type):
+        return "float" if arrow_type.bit_width == 32 else "double"
+    return str(arrow_type)
