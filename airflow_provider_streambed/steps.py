@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-import pyarrow as pa
 from pyiceberg.catalog import Catalog
 
+from airflow_provider_streambed.capture.resyncs import LastCutMirror
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import staging_of
@@ -36,6 +36,7 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunS
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
 from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
+from airflow_provider_streambed.publish.draft import SOURCE_STORAGE_PROPERTY
 from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
@@ -140,17 +141,25 @@ def capture(
     admit_run(run.ledger, run.group.name, run.run_key, supersede=supersede, finished=finished)
     with source() as conn:
         captured = capture_run(conn, run.group, run.ledger, run.run_key, staging_of(run.catalog), settings,
-                               last_cut_columns(run.catalog, run.group, run.ledger.last_cut(run.group.name)))
+                               last_cut_mirrors(run.catalog, run.group, run.ledger.last_cut(run.group.name)))
     confirm_claim(run.ledger, run.group.name, run.run_key)
     return captured
 
 
-def last_cut_columns(catalog: Catalog, group: RefreshGroup, last: CutRecord | None) -> dict[str, pa.Schema]:
-    """Each mirror's columns in the group's last cut (what the capture compares its table with)."""
+def last_cut_mirrors(catalog: Catalog, group: RefreshGroup, last: CutRecord | None) -> dict[str, LastCutMirror]:
+    """Each mirror as the group's last cut has it (what the capture compares its table with): its
+    columns and the source table storage its snapshot was captured from."""
     if last is None:
         return {}
     cut = Cut.from_record(last, catalog)
-    return {mirror.name: cut.schema(mirror.name) for mirror in group.mirrors if mirror.name in last.members}
+    mirrors = {}
+    for mirror in (mirror for mirror in group.mirrors if mirror.name in last.members):
+        table = cut.table(mirror.name)
+        snapshot = table.snapshot_by_id(cut.member(mirror.name).snapshot_id)
+        summary = None if snapshot is None else snapshot.summary
+        storage = "" if summary is None else summary.get(SOURCE_STORAGE_PROPERTY) or ""
+        mirrors[mirror.name] = LastCutMirror(table.schema().as_arrow(), storage)
+    return mirrors
 
 
 def refresh(

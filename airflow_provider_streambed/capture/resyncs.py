@@ -7,7 +7,12 @@ previous cut. Some changes of a table no change record carries, so a mirror cann
 - a column added with a ``DEFAULT``: the rows from before the ``ALTER TABLE`` read it from the
   source's catalog (``pg_attribute.atthasmissing``), and no WAL record holds it;
 - a column whose type changed, compared as Iceberg types (``smallint`` and ``integer`` are both
-  Iceberg ``int``): a ``USING`` rewrite writes no change records either.
+  Iceberg ``int``);
+- a partitioned table's partitions changed (``oid:relfilenode`` of each leaf): a partition
+  attached with its rows, detached, dropped or truncated. PostgreSQL publishes none of these
+  through the partitioned table. A ``TRUNCATE`` of the partitioned table itself, a ``VACUUM
+  FULL`` or ``CLUSTER`` of a partition change it too: the member is then copied again
+  needlessly, never wrongly.
 
 Under ``on_schema_change="evolve"`` (the default) the run copies such a member again at a
 snapshot consistent with its W, exactly as it copies a member added to the group, and publishes
@@ -20,6 +25,7 @@ command that resyncs it. A user may ask for a resync of any member (``resync_mem
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -31,14 +37,28 @@ from airflow_provider_streambed.exceptions import SchemaChangeError
 REQUESTED = "requested"
 
 
+@dataclass(frozen=True, slots=True)
+class LastCutMirror:
+    """A mirror as the group's last cut has it.
+
+    Attributes:
+        columns: its columns, with the Arrow types Iceberg reads them as.
+        storage: its source table's partitions when that snapshot was captured (empty: a plain
+            table, or recorded by an older release; not compared).
+    """
+
+    columns: pa.Schema
+    storage: str = ""
+
+
 def resync_reasons(
-    tables: Mapping[str, SourceTable], previous: Mapping[str, pa.Schema], requested: Collection[str] = ()
+    tables: Mapping[str, SourceTable], previous: Mapping[str, LastCutMirror], requested: Collection[str] = ()
 ) -> dict[str, str]:
     """Per member to copy again this run, why.
 
     Args:
         tables: the mirrored tables as the source describes them now, by member.
-        previous: each mirror's columns in the group's last cut (a member without one is copied
+        previous: each mirror as the group's last cut has it (a member without one is copied
             anyway: it is new to the group).
         requested: members the user asked to resync (names as declared).
     """
@@ -52,11 +72,13 @@ def resync_reasons(
     return reasons
 
 
-def source_change(table: SourceTable, previous: pa.Schema) -> str:
-    """How ``table``'s columns changed since a mirror had ``previous`` in a way no change record
-    carries (empty: they did not)."""
-    return columns_change(table.columns, table.filled_columns, previous.names) or types_change(
-        [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous)
+def source_change(table: SourceTable, previous: LastCutMirror) -> str:
+    """How ``table`` changed since the mirror's ``previous`` cut in a way no change record
+    carries (empty: it did not)."""
+    if previous.storage and table.storage != previous.storage:
+        return "its partitions changed (a partition attached, detached, dropped, truncated or rewritten)"
+    return columns_change(table.columns, table.filled_columns, previous.columns.names) or types_change(
+        [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous.columns)
 
 
 def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Mapping[str, SourceTable]) -> None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-import pyarrow as pa
 from psycopg import pq
 
 from airflow_provider_streambed.capture.bootstrap import CopyOptions, copies_for_run
@@ -27,7 +26,7 @@ from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.names import slot_name
-from airflow_provider_streambed.capture.resyncs import check_policy, resync_reasons
+from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, resync_reasons
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
     REMEDY,
@@ -35,13 +34,14 @@ from airflow_provider_streambed.capture.slot import (
     slot_position,
     warn_retention,
 )
-from airflow_provider_streambed.capture.source import SourceTable, ensure_source
+from airflow_provider_streambed.capture.source import SourceTable, ensure_source, table_storage
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     DeclarationError,
     InvalidWatermarkError,
+    SchemaChangeError,
     SlotError,
     SourceError,
     WatermarkError,
@@ -173,9 +173,9 @@ def _finish_unchanged(
     """
     if copies:
         raise InvalidWatermarkError(
-            f"group {group.name!r}, run {run_key!r}: members {sorted(copies)} were added, but the source's WAL has "
-            f"not moved since cut {last.cut_id} (W={last.watermark}) and a new cut needs a newer W; the first run "
-            "after any write to the source publishes them"
+            f"group {group.name!r}, run {run_key!r}: members {sorted(copies)} were copied (added or resynced), but "
+            f"the source's WAL has not moved since cut {last.cut_id} (W={last.watermark}) and a new cut needs a newer "
+            "W; the first run after any write to the source publishes them (ask again for a resync you asked for)"
         )
     ledger.set_run_state(group.name, run_key, RunState.UNCHANGED, only_from=RunState.PINNED, cut_id=last.cut_id)
     record = ledger.get_run(group.name, run_key)
@@ -188,7 +188,7 @@ def _finish_unchanged(
 
 def _resyncs(
     group: RefreshGroup, tables: dict[str, SourceTable], last: CutRecord | None, settings: CaptureSettings,
-    previous: Mapping[str, pa.Schema],
+    previous: Mapping[str, LastCutMirror],
 ) -> dict[str, str]:
     """Per mirror with a previous cut that this run copies again, why (a resync of the group
     copies every one)."""
@@ -205,6 +205,23 @@ def _resyncs(
         logger.warning("group=%s member=%s: copied again in this run's cut (a resync of the member): %s", group.name,
                        member, why)
     return reasons
+
+
+def _check_partitions_held(conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]) -> None:
+    """Check that no partitioned table's partitions changed between its description and the pin of W.
+
+    Raises:
+        SchemaChangeError: (final) one did: a partition attached, detached, dropped or truncated
+            then is in no change record before W, so this run cannot publish the table exactly;
+            the next run compares it with the last cut and copies it again.
+    """
+    for member, table in tables.items():
+        if table.storage and table_storage(conn, table.oid) != table.storage:
+            raise SchemaChangeError(
+                f"group {group.name!r}, member {member!r}: the partitions of source table {table.qualified_name} "
+                "changed while the run captured it (a partition attached, detached, dropped or truncated), which no "
+                "change record before W holds; this run cannot publish it exactly: the next run copies it again"
+            )
 
 
 def _table_captures(
@@ -227,6 +244,7 @@ def _table_captures(
             copy_files=copy.files if copy else (),
             copied_rows=copy.rows if copy else 0,
             resynced=resynced.get(member, ""),
+            storage=table.storage,
         ))
     return tuple(captures)
 
@@ -238,7 +256,7 @@ def capture_run(
     run_key: str,
     warehouse: str,
     settings: CaptureSettings | None = None,
-    previous: Mapping[str, pa.Schema] | None = None,
+    previous: Mapping[str, LastCutMirror] | None = None,
 ) -> CaptureResult | UnchangedRun:
     """Capture the changes of one run up to its pinned W and write its changelog and manifest.
 
@@ -249,7 +267,7 @@ def capture_run(
         run_key: the run key; a retry with it reuses W and a finished capture.
         warehouse: warehouse URI; files go under the run's staging root.
         settings: how the capture runs (:class:`CaptureSettings`; its defaults when ``None``).
-        previous: each mirror's columns in the group's last cut: a mirror whose table changed
+        previous: each mirror as the group's last cut has it: a mirror whose table changed
             in a way no change record carries is copied again (:mod:`.resyncs`) or, under the
             group's ``on_schema_change="fail"``, refused. ``None``: not compared here (the
             refresh plan's guard refuses such a change then).
@@ -298,6 +316,7 @@ def capture_run(
         conn, ledger, group, run_key, explicit_watermark=settings.explicit_watermark,
         flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
+    _check_partitions_held(conn, group, tables)
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:

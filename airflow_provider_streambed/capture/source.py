@@ -34,6 +34,13 @@ from airflow_provider_streambed.member_declarations import Mirror
 
 logger = logging.getLogger(__name__)
 
+#: A partitioned table's storage (of ``pg_class c``) as a text: ``oid:relfilenode`` of each leaf
+#: partition, by OID; null for a plain table. A partition attached, detached or dropped, and a
+#: partition truncated or rewritten, change it: PostgreSQL publishes none of these through the
+#: partitioned table.
+_STORAGE = """CASE WHEN c.relkind = 'p' THEN (SELECT string_agg(p.oid || ':' || p.relfilenode, ',' ORDER BY p.oid)
+          FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf) END"""
+
 _TABLE_QUERY = """
 SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
@@ -56,7 +63,8 @@ SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
            AND a.atthasmissing) AS filled,
-       current_user::text
+       current_user::text,
+       """ + _STORAGE + """ AS storage
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
 """
@@ -79,6 +87,8 @@ class SourceTable:
         keyless: no key names one row (``REPLICA IDENTITY FULL`` without a primary key, not
             append-only): the mirror is a multiset of whole rows, and a change's old image is
             its identity.
+        storage: of a partitioned table, ``oid:relfilenode`` of each leaf partition (a partition
+            attached, detached, dropped, truncated or rewritten changes it); empty for a plain table.
     """
 
     member: str
@@ -89,6 +99,7 @@ class SourceTable:
     types: tuple[PgType, ...]
     filled_columns: tuple[str, ...] = ()
     keyless: bool = False
+    storage: str = ""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -148,7 +159,7 @@ def describe_table(
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
     (oid, identity, persistence, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, filled,
-     role) = row
+     role, storage) = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -197,7 +208,14 @@ def describe_table(
     types = (resolver or TypeResolver(conn)).column_types(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
-    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless)
+    return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless,
+                       storage or "")
+
+
+def table_storage(conn: psycopg.Connection[Any], oid: int) -> str:
+    """A table's storage now, as :attr:`SourceTable.storage` gives it (empty: a plain table, or gone)."""
+    row = conn.execute(f"SELECT {_STORAGE} FROM pg_class c WHERE c.oid = %s", (oid,)).fetchone()
+    return "" if row is None or row[0] is None else str(row[0])
 
 
 #: The tables a publication names (a partitioned table itself, whatever ``publish_via_partition_root``).

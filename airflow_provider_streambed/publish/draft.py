@@ -21,6 +21,8 @@ WATERMARK_PROPERTY = "streambed.watermark-lsn"
 RUN_KEY_PROPERTY = "streambed.run-key"
 #: Why a member was copied again in the cut (a resync of the member); absent otherwise.
 RESYNC_PROPERTY = "streambed.resync-reason"
+#: A mirror's source table storage when its snapshot was captured (the next capture compares it).
+SOURCE_STORAGE_PROPERTY = "streambed.source-storage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ class CutDraft:
             properties[DEFINITION_PROPERTY] = definition
         if resynced := self.manifests[member].resynced:
             properties[RESYNC_PROPERTY] = resynced
+        if storage := self.manifests[member].source_storage:
+            properties[SOURCE_STORAGE_PROPERTY] = storage
         return properties
 
 

@@ -52,6 +52,7 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
             reason=ADOPTED_AS_IS,
             sizes=file_sizes(capture.copy_files),
             resynced=capture.resynced,
+            source_storage=capture.storage,
         )
         write_json(member_manifest_uri(spec.staging_root, member.name), manifest.to_dict())
         staged.append(member.name)

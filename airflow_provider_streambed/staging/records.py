@@ -40,6 +40,8 @@ class TableCapture:
             old image, and an update is a delete of its old image followed by an insert.
         resynced: why the table was copied again this run although its mirror has cuts (a resync
             of the member, :mod:`~airflow_provider_streambed.capture.resyncs`); empty otherwise.
+        storage: the table's storage when the run began (``oid:relfilenode`` of it or of each
+            leaf partition), recorded with the mirror's snapshot: the next run compares it.
     """
 
     member: str
@@ -53,6 +55,7 @@ class TableCapture:
     filled_columns: tuple[str, ...] = ()
     keyless: bool = False
     resynced: str = ""
+    storage: str = ""
 
     @property
     def bootstrap(self) -> bool:
@@ -161,6 +164,8 @@ class MemberManifest:
             it on any other snapshot.
         resynced: why a mirror's output is a copy taken again (a resync of the member); it then
             replaces the table's columns as the source has them now, a changed type included.
+        source_storage: a mirror's source table storage the output was captured from
+            (:attr:`TableCapture.storage`).
     """
 
     member: str
@@ -177,6 +182,7 @@ class MemberManifest:
     sizes: Mapping[str, int] = field(default_factory=dict)
     base_snapshot_id: int | None = None
     resynced: str = ""
+    source_storage: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -203,6 +209,7 @@ class MemberManifest:
             sizes={uri: int(size) for uri, size in data.get("sizes", {}).items()},
             base_snapshot_id=None if data.get("base_snapshot_id") is None else int(data["base_snapshot_id"]),
             resynced=data.get("resynced", ""),
+            source_storage=data.get("source_storage", ""),
         )
 
 

@@ -18,7 +18,7 @@ from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
-from airflow_provider_streambed.steps import last_cut_columns
+from airflow_provider_streambed.steps import last_cut_mirrors
 
 
 class Cuts:
@@ -38,7 +38,7 @@ class Cuts:
         """Capture and compute the run; returns (job spec, staged manifests)."""
         captured = capture_run(self.conn, self.group, self.ledger, run_key, self.warehouse,
                                CaptureSettings(resync=resync, resync_members=tuple(resync_members)),
-                               last_cut_columns(self.catalog, self.group, self.ledger.last_cut(self.group.name)))
+                               last_cut_mirrors(self.catalog, self.group, self.ledger.last_cut(self.group.name)))
         spec = build_job_spec(self.group, self.catalog, self.ledger, captured.manifest_uri, run_key)
         run_job(self.spark, spec)
         return spec, collect_member_manifests(spec)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.capture.pgoutput import Column
-from airflow_provider_streambed.capture.resyncs import check_policy, resync_reasons, source_change
+from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, resync_reasons, source_change
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.typemap import FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC, TEXT, PgType
 from airflow_provider_streambed.column_changes import iceberg_type
@@ -16,15 +16,16 @@ from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 NUMERIC_12_2 = ((12 << 16) | 2) + 4
 
 
-def table(*columns: tuple[str, int], filled: tuple[str, ...] = (), modifier: int = -1) -> SourceTable:
+def table(*columns: tuple[str, int], filled: tuple[str, ...] = (), modifier: int = -1,
+          storage: str = "") -> SourceTable:
     layout = tuple(Column(name, oid, modifier if oid == NUMERIC else -1, False) for name, oid in columns)
     types = tuple(PgType.builtin(oid, modifier if oid == NUMERIC else -1) for _, oid in columns)
-    return SourceTable("m", "public.t", 1, layout, (), types, filled)
+    return SourceTable("m", "public.t", 1, layout, (), types, filled, storage=storage)
 
 
 #: The mirror's previous cut, as the catalog gives it (Iceberg's Arrow types: large strings, int32 for smallint)
-PREVIOUS = pa.schema([("id", pa.int32()), ("n", pa.int32()), ("note", pa.large_string()),
-                      ("amount", pa.decimal128(12, 2))])
+PREVIOUS = LastCutMirror(pa.schema([("id", pa.int32()), ("n", pa.int32()), ("note", pa.large_string()),
+                                    ("amount", pa.decimal128(12, 2))]))
 
 
 def test_columns_as_they_were_need_no_resync() -> None:
@@ -46,6 +47,15 @@ def test_changes_no_change_record_carries_need_a_resync() -> None:
         "columns changed type: id int -> long, amount decimal128(12, 2) -> decimal128(20, 2)")
 
 
+def test_a_partitioned_table_whose_partitions_changed_needs_a_resync() -> None:
+    previous = LastCutMirror(pa.schema([("id", pa.int32())]), storage="16390:16390,16395:16395")
+    assert source_change(table(("id", INT4), storage="16390:16390,16395:16395"), previous) == ""
+    for storage in ("16390:16390,16395:16401", "16390:16390", "16390:16390,16395:16395,16402:16402"):
+        assert source_change(table(("id", INT4), storage=storage), previous).startswith("its partitions changed")
+    unrecorded = LastCutMirror(previous.columns)  # a cut of an older release: not compared
+    assert source_change(table(("id", INT4), storage="16390:16390"), unrecorded) == ""
+
+
 def test_iceberg_types_fold_what_iceberg_does_not_tell_apart() -> None:
     assert iceberg_type(pa.int16()) == iceberg_type(pa.int32()) == "int" != iceberg_type(pa.int64())
     assert iceberg_type(pa.string()) == iceberg_type(pa.large_string()) == "string"
@@ -56,7 +66,8 @@ def test_iceberg_types_fold_what_iceberg_does_not_tell_apart() -> None:
 
 def test_requested_members_and_new_members() -> None:
     tables = {"a": table(("id", INT4)), "b": table(("id", INT8)), "c": table(("id", INT4))}
-    previous = {"a": pa.schema([("id", pa.int32())]), "b": pa.schema([("id", pa.int32())])}
+    one_int = LastCutMirror(pa.schema([("id", pa.int32())]))
+    previous = {"a": one_int, "b": one_int}
     assert resync_reasons(tables, previous, requested=["A"]) == {
         "a": "requested", "b": "columns changed type: id int -> long"}  # c is new: copied anyway
 
