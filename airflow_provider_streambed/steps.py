@@ -36,7 +36,7 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunS
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
 from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
-from airflow_provider_streambed.publish.draft import SOURCE_STORAGE_PROPERTY
+from airflow_provider_streambed.publish.draft import SOURCE_IDENTITY_PROPERTY, SOURCE_STORAGE_PROPERTY
 from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
@@ -157,8 +157,9 @@ def last_cut_mirrors(catalog: Catalog, group: RefreshGroup, last: CutRecord | No
         table = cut.table(mirror.name)
         snapshot = table.snapshot_by_id(cut.member(mirror.name).snapshot_id)
         summary = None if snapshot is None else snapshot.summary
-        storage = "" if summary is None else summary.get(SOURCE_STORAGE_PROPERTY) or ""
-        mirrors[mirror.name] = LastCutMirror(table.schema().as_arrow(), storage)
+        recorded = {} if summary is None else summary.additional_properties
+        mirrors[mirror.name] = LastCutMirror(table.schema().as_arrow(), recorded.get(SOURCE_STORAGE_PROPERTY, ""),
+                                             recorded.get(SOURCE_IDENTITY_PROPERTY, ""))
     return mirrors
 
 

@@ -8,6 +8,8 @@ previous cut. Some changes of a table no change record carries, so a mirror cann
   source's catalog (``pg_attribute.atthasmissing``), and no WAL record holds it;
 - a column whose type changed, compared as Iceberg types (``smallint`` and ``integer`` are both
   Iceberg ``int``);
+- what names one row changed (the primary key, the replica identity, or a key dropped so the
+  table became keyless): changes before and after name rows differently;
 - a partitioned table's partitions changed (``oid:relfilenode`` of each leaf): a partition
   attached with its rows, detached, dropped or truncated. PostgreSQL publishes none of these
   through the partitioned table. A ``TRUNCATE`` of the partitioned table itself, a ``VACUUM
@@ -45,10 +47,13 @@ class LastCutMirror:
         columns: its columns, with the Arrow types Iceberg reads them as.
         storage: its source table's partitions when that snapshot was captured (empty: a plain
             table, or recorded by an older release; not compared).
+        identity: what named one of its rows then (``key:<columns>`` or ``keyless``; empty: an
+            append-only table, or recorded by an older release; not compared).
     """
 
     columns: pa.Schema
     storage: str = ""
+    identity: str = ""
 
 
 def resync_reasons(
@@ -75,6 +80,9 @@ def resync_reasons(
 def source_change(table: SourceTable, previous: LastCutMirror) -> str:
     """How ``table`` changed since the mirror's ``previous`` cut in a way no change record
     carries (empty: it did not)."""
+    if previous.identity and table.identity and table.identity != previous.identity:
+        return (f"what names one row changed from {previous.identity} to {table.identity} (primary key or replica "
+                "identity)")
     if previous.storage and table.storage != previous.storage:
         return "its partitions changed (a partition attached, detached, dropped, truncated or rewritten)"
     return columns_change(table.columns, table.filled_columns, previous.columns.names) or types_change(

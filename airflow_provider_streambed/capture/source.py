@@ -31,6 +31,7 @@ from airflow_provider_streambed.capture.waits import (
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError, SourceError
 from airflow_provider_streambed.member_declarations import Mirror
+from airflow_provider_streambed.staging.records import row_identity
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,11 @@ class SourceTable:
     def columns(self) -> tuple[str, ...]:
         """The column names in source order."""
         return tuple(column.name for column in self.layout)
+
+    @property
+    def identity(self) -> str:
+        """What names one row (:func:`~airflow_provider_streambed.staging.records.row_identity`)."""
+        return row_identity(self.key_columns, self.keyless)
 
 
 def source_conninfo(conn: psycopg.Connection[Any], **overrides: str) -> str:

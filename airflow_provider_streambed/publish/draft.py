@@ -23,6 +23,8 @@ RUN_KEY_PROPERTY = "streambed.run-key"
 RESYNC_PROPERTY = "streambed.resync-reason"
 #: A mirror's source table storage when its snapshot was captured (the next capture compares it).
 SOURCE_STORAGE_PROPERTY = "streambed.source-storage"
+#: What named one row of a mirror's source table when its snapshot was captured (``key:...``, ``keyless``).
+SOURCE_IDENTITY_PROPERTY = "streambed.source-identity"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ class CutDraft:
             properties[RESYNC_PROPERTY] = resynced
         if storage := self.manifests[member].source_storage:
             properties[SOURCE_STORAGE_PROPERTY] = storage
+        if identity := self.manifests[member].source_identity:
+            properties[SOURCE_IDENTITY_PROPERTY] = identity
         return properties
 
 

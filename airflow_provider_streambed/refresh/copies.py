@@ -53,6 +53,7 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
             sizes=file_sizes(capture.copy_files),
             resynced=capture.resynced,
             source_storage=capture.storage,
+            source_identity=capture.identity,
         )
         write_json(member_manifest_uri(spec.staging_root, member.name), manifest.to_dict())
         staged.append(member.name)

@@ -146,6 +146,7 @@ def stage_member_output(
     base_snapshot_id: int | None = None,
     resynced: str = "",
     source_storage: str = "",
+    source_identity: str = "",
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -159,7 +160,8 @@ def stage_member_output(
     ``reason`` says why the output is whole or incremental; ``base_snapshot_id`` names the
     previous snapshot an incremental output applies to (recorded for incremental outputs only);
     ``resynced`` why a mirror's output is a copy taken again (a resync of the member), and
-    ``source_storage`` the storage of a mirror's source table it was captured from.
+    ``source_storage`` and ``source_identity`` the storage and the key of a mirror's source
+    table it was captured from.
     A stale manifest (another W) is removed first, so a crash while writing never leaves a
     manifest that names files of another W.
     """
@@ -196,6 +198,7 @@ def stage_member_output(
         base_snapshot_id=base_snapshot_id if incremental else None,
         resynced=resynced,
         source_storage=source_storage,
+        source_identity=source_identity,
     )
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,

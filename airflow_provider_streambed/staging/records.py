@@ -17,6 +17,14 @@ DELETE_FILE_PATH, DELETE_POS = "file_path", "pos"
 DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
 
 
+def row_identity(key_columns: tuple[str, ...], keyless: bool) -> str:
+    """What names one row of a source table: ``key:<columns>``, ``keyless`` (the whole row, a
+    multiset), or empty (no key: an append-only table)."""
+    if keyless:
+        return "keyless"
+    return f"key:{','.join(key_columns)}" if key_columns else ""
+
+
 @dataclass(frozen=True, slots=True)
 class TableCapture:
     """The changelog of one mirrored table for one run.
@@ -61,6 +69,11 @@ class TableCapture:
     def bootstrap(self) -> bool:
         """Whether the run copied the table."""
         return bool(self.copy_files)
+
+    @property
+    def identity(self) -> str:
+        """What names one row of the table (:func:`row_identity`)."""
+        return row_identity(self.key_columns, self.keyless)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TableCapture:
@@ -166,6 +179,8 @@ class MemberManifest:
             replaces the table's columns as the source has them now, a changed type included.
         source_storage: a mirror's source table storage the output was captured from
             (:attr:`TableCapture.storage`).
+        source_identity: what named one row of a mirror's source table when the output was
+            captured (:attr:`TableCapture.identity`).
     """
 
     member: str
@@ -183,6 +198,7 @@ class MemberManifest:
     base_snapshot_id: int | None = None
     resynced: str = ""
     source_storage: str = ""
+    source_identity: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -210,6 +226,7 @@ class MemberManifest:
             base_snapshot_id=None if data.get("base_snapshot_id") is None else int(data["base_snapshot_id"]),
             resynced=data.get("resynced", ""),
             source_storage=data.get("source_storage", ""),
+            source_identity=data.get("source_identity", ""),
         )
 
 

@@ -91,8 +91,12 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
          "columns changed type: balance long -> decimal128(20, 2)"),
         ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2) USING balance * 2",
          "columns changed type: balance long -> decimal128(20, 2)"),
+        ("ALTER TABLE accounts DROP CONSTRAINT accounts_pkey, ADD PRIMARY KEY (id, balance)",
+         "what names one row changed from key:id to key:id,balance"),
+        ("ALTER TABLE accounts REPLICA IDENTITY FULL, DROP CONSTRAINT accounts_pkey",
+         "what names one row changed from key:id to keyless"),
     ],
-    ids=["drop", "rename", "add-default", "retype", "using"],
+    ids=["drop", "rename", "add-default", "retype", "using", "new-key", "keyless"],
 )
 def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
     cuts: Cuts, change: str, reason: str

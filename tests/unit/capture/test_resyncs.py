@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
@@ -54,6 +56,15 @@ def test_a_partitioned_table_whose_partitions_changed_needs_a_resync() -> None:
         assert source_change(table(("id", INT4), storage=storage), previous).startswith("its partitions changed")
     unrecorded = LastCutMirror(previous.columns)  # a cut of an older release: not compared
     assert source_change(table(("id", INT4), storage="16390:16390"), unrecorded) == ""
+
+
+def test_a_changed_key_needs_a_resync() -> None:
+    keyed = LastCutMirror(pa.schema([("id", pa.int32())]), identity="key:id")
+    same = SourceTable("m", "public.t", 1, (Column("id", INT4, -1, True),), ("id",), (PgType.builtin(INT4),))
+    assert source_change(same, keyed) == ""
+    assert source_change(dataclasses.replace(same, key_columns=(), keyless=True), keyed) == (
+        "what names one row changed from key:id to keyless (primary key or replica identity)")
+    assert source_change(same, LastCutMirror(keyed.columns)) == ""  # recorded by an older release: not compared
 
 
 def test_iceberg_types_fold_what_iceberg_does_not_tell_apart() -> None:
