@@ -205,7 +205,7 @@ def asset_event_cuts(uri: str) -> list[int]:
         return sorted(event.extra["cut_id"] for event in session.scalars(query).all())
 
 
-def test_a_quiet_source_under_dag_test(bank_connections: dict[str, str], pg_dsn: str, bank: Any,
+def test_a_quiet_source_then_a_schema_change_under_dag_test(bank_connections: dict[str, str], pg_dsn: str, bank: Any,
                                        tmp_path: Path) -> None:
     from airflow.sdk import DAG
 
@@ -246,6 +246,16 @@ def test_a_quiet_source_under_dag_test(bank_connections: dict[str, str], pg_dsn:
     assert [cut.cut_id for cut in ledger.list_cuts("quiet")] == [1, 2, 3]
     assert asset_event_cuts(BALANCES) == [1, 2, 3]
     assert transfer in check_cut(CutReader(bank_connections, quiet).latest(), {transfer})
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the older rows read 'eu' from the catalog only
+        conn.execute("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'")
+        later = move_money(conn, random.Random(12))
+    assert dag.test(logical_date=START + dt.timedelta(hours=5)).state == "success"
+    latest = CutReader(bank_connections, quiet).latest()
+    assert latest.cut_id == 4 and set(latest.to_arrow("accounts")["region"].to_pylist()) == {"eu"}
+    assert later in check_cut(latest, {transfer, later})
+    summary = latest.table("accounts").snapshot_by_id(latest.member("accounts").snapshot_id).summary
+    assert summary.get("streambed.resync-reason", "").startswith("columns ['region'] were added with a DEFAULT")
 
 
 def test_a_run_airflow_will_not_retry_frees_the_group(bank_connections: dict[str, str], pg_dsn: str,

@@ -144,3 +144,21 @@ def test_under_the_fail_policy_a_change_is_refused_as_final_until_the_member_is_
     assert strict.publish("run3", resync_members=["accounts"]).cut_id == 2
     assert published_rows(strict, 2, "accounts") == source_rows(strict)
     strict.conn.close()
+
+
+def test_changes_on_both_sides_of_a_ddl_in_one_run_publish_right(cuts: Cuts) -> None:
+    cuts.publish("run1")
+    cuts.conn.execute("UPDATE accounts SET balance = 1 WHERE id = 1")  # before the DDL: the old columns
+    cuts.conn.execute("ALTER TABLE accounts ADD COLUMN tier smallint")
+    cuts.conn.execute("UPDATE accounts SET tier = 3, balance = 2 WHERE id = 2")  # after it: the new ones
+    cuts.conn.execute("INSERT INTO events VALUES (3, 'third')")
+    assert cuts.publish("run2").cut_id == 2
+    assert published_rows(cuts, 2, "accounts") == source_rows(cuts)
+
+    cuts.conn.execute("UPDATE accounts SET balance = 3 WHERE id = 3")
+    cuts.conn.execute("ALTER TABLE accounts DROP COLUMN note")  # the member is copied again
+    cuts.conn.execute("UPDATE accounts SET balance = 4, tier = 1 WHERE id = 4")
+    cuts.conn.execute("DELETE FROM accounts WHERE id = 1")
+    assert cuts.publish("run3").cut_id == 3
+    assert published_rows(cuts, 3, "accounts") == source_rows(cuts)
+    assert [row["what"] for row in published_rows(cuts, 3, "events")] == ["a", "b", "third"]
