@@ -3,7 +3,8 @@ Spark session (``local[2]``), and ``publish_cut`` into a catalog."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -49,3 +50,16 @@ class Cuts:
         cut = publish_cut(self.catalog, self.ledger, self.group, run_key, staged, carried=tuple(spec.carried))
         advance_slot(self.conn, self.group, cut.watermark)
         return cut
+
+
+@contextmanager
+def cuts_of(spark: SparkSession, tmp_path: Path, dsn: str, catalog_uri: str, group: RefreshGroup,
+            schema: str) -> Iterator[Cuts]:
+    """A :class:`Cuts` of ``group`` on a source where ``schema`` (SQL) ran first; closed at the end."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(schema)
+    cuts = Cuts(spark, tmp_path, dsn, catalog_uri, group)
+    try:
+        yield cuts
+    finally:
+        cuts.conn.close()

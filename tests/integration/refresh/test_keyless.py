@@ -31,7 +31,7 @@ from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.staging import TableCapture
 from tests.integration.refresh.changelog_model import TableModel
-from tests.integration.refresh.cuts import Cuts
+from tests.integration.refresh.cuts import Cuts, cuts_of
 from tests.integration.refresh.jobs import advance, read_files, stage_spec
 
 pytestmark = pytest.mark.slow
@@ -49,15 +49,12 @@ INSERT INTO links VALUES (NULL, NULL, NULL, NULL), (NULL, NULL, NULL, NULL), (1,
 @pytest.fixture(params=["true", "false"], ids=["in-process", "spark"])
 def cuts(request: pytest.FixtureRequest, spark: SparkSession, tmp_path: Path, pg_dsn: str,
          sqlite_catalog_uri: str) -> Iterator[Cuts]:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(SCHEMA)
     spark.conf.set(IN_PROCESS_MERGE_CONF, request.param)
-    cuts = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP)
     try:
-        yield cuts
+        with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
+            yield cuts
     finally:
         spark.conf.unset(IN_PROCESS_MERGE_CONF)
-        cuts.conn.close()
 
 
 def source_rows(conn: psycopg.Connection[Any]) -> Counter[tuple[Any, ...]]:

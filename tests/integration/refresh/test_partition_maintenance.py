@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
@@ -23,7 +22,7 @@ from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 from airflow_provider_streambed.ledger.claims import settle_failure
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read import CutReader
-from tests.integration.refresh.cuts import Cuts
+from tests.integration.refresh.cuts import Cuts, cuts_of
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +50,8 @@ MAINTENANCE = {
 
 @pytest.fixture
 def cuts(spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str) -> Iterator[Cuts]:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(SCHEMA)
-    cuts = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP)
-    yield cuts
-    cuts.conn.close()
+    with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
+        yield cuts
 
 
 def rows(cuts: Cuts, cut_id: int, member: str) -> list[tuple[Any, ...]]:

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
@@ -24,7 +23,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.read import CutReader
-from tests.integration.refresh.cuts import Cuts
+from tests.integration.refresh.cuts import Cuts, cuts_of
 
 pytestmark = pytest.mark.slow
 
@@ -52,11 +51,8 @@ def source_rows(cuts: Cuts) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def cuts(spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str) -> Iterator[Cuts]:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(SCHEMA)
-    cuts = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP)
-    yield cuts
-    cuts.conn.close()
+    with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
+        yield cuts
 
 
 def published_rows(cuts: Cuts, cut_id: int, member: str) -> list[dict[str, Any]]:
@@ -125,12 +121,15 @@ def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
     assert len(published_rows(cuts, 3, "events")) == 4
 
 
-def test_under_the_fail_policy_a_change_is_refused_as_final_until_the_member_is_resynced(
-    spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str
-) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(SCHEMA)
-    strict = Cuts(spark, tmp_path, pg_dsn, sqlite_catalog_uri, dataclasses.replace(GROUP, on_schema_change="fail"))
+@pytest.fixture
+def strict(spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str) -> Iterator[Cuts]:
+    """The group under ``on_schema_change="fail"``."""
+    fail = dataclasses.replace(GROUP, on_schema_change="fail")
+    with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, fail, SCHEMA) as cuts:
+        yield cuts
+
+
+def test_under_the_fail_policy_a_change_is_refused_as_final_until_the_member_is_resynced(strict: Cuts) -> None:
     strict.publish("run1")
     strict.conn.execute("ALTER TABLE accounts DROP COLUMN note")
     strict.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
@@ -143,7 +142,6 @@ def test_under_the_fail_policy_a_change_is_refused_as_final_until_the_member_is_
     assert strict.ledger.get_run(GROUP.name, "run2") is None
     assert strict.publish("run3", resync_members=["accounts"]).cut_id == 2
     assert published_rows(strict, 2, "accounts") == source_rows(strict)
-    strict.conn.close()
 
 
 def test_changes_on_both_sides_of_a_ddl_in_one_run_publish_right(cuts: Cuts) -> None:
