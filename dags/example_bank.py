@@ -44,5 +44,6 @@ with DAG(
     tags=["streambed", "example"],
     doc_md=__doc__,
 ):
-    StreambedRefreshGroup(bank, spark_conn_id="spark_default", default_args={"retries": 2})
+    StreambedRefreshGroup(bank, spark_conn_id="spark_default",
+                          default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=30)})
 # [END bank_dag]

@@ -114,7 +114,8 @@ class CaptureResult:
         return {
             "group": self.manifest.group,
             "run_key": self.manifest.run_key,
-            "watermark": str(self.watermark),
+            "watermark_lsn": str(self.watermark),
+            "watermark": str(self.watermark),  # the key of earlier releases, kept for one release
             "start": str(self.manifest.start),
             "transactions": self.manifest.transactions,
             "changes": sum(table.changes for table in self.manifest.tables),

@@ -135,7 +135,8 @@ class UnchangedRun:
             "group": self.group,
             "run_key": self.run_key,
             "outcome": "unchanged",
-            "watermark": str(self.watermark),
+            "watermark_lsn": str(self.watermark),
+            "watermark": str(self.watermark),  # the key of earlier releases, kept for one release
             "cut_id": self.cut_id,
             "checked_at": self.checked_at.isoformat(),
             "message": self.message(),

@@ -162,6 +162,7 @@ def test_open_and_prepared_transactions_across_the_pin(source: Conn, ledger: Led
         source.execute("COMMIT PREPARED 'streambed_2pc'")
     assert read_changes(result.manifest, "t")["id"].to_pylist() == [4]
     assert result.holdback.count == 2 and result.summary()["holdback_count"] == 2
+    assert result.summary()["watermark_lsn"] == result.summary()["watermark"] == str(result.watermark)
     assert sorted(detail["prepared"] for detail in result.holdback.details) == [False, True]
     assert ledger.get_run("g", "r1").holdback == (2, result.holdback.oldest_age_seconds)  # the page shows it
     publish(source, ledger, group, result)

@@ -164,6 +164,7 @@ def test_an_unchanged_run_frees_the_group_and_counts_as_a_check(ledger: Ledger) 
     unchanged = UnchangedRun.of(record)
     assert unchanged.message().startswith("unchanged since cut 1 (W=0/64), checked at ")
     assert unchanged.summary()["outcome"] == "unchanged"
+    assert unchanged.summary()["watermark_lsn"] == unchanged.summary()["watermark"] == "0/64"  # the key, its alias
     assert pending_runs(ledger, "bank") == []
     last = ledger.last_check("bank")
     assert last is not None and last.run_key == "run-2"
