@@ -104,6 +104,11 @@ class FinalRefreshError(RefreshError, FinalError):
     mirror, a W that can make no cut): no retry of the run can compute it."""
 
 
+class MemberQueryError(RefreshError, FinalError):
+    """A SQL member's query does not bind to its sources (a table that is not a source, a column
+    a source no longer has, a type error): no retry of the run changes it; fix the query."""
+
+
 class MirrorDivergedError(RefreshError, FinalError):
     """A mirror's previous cut lacks rows its source's changes remove: it no longer equals its
     source table, and only a resync makes it equal again."""

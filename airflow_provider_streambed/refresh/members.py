@@ -18,7 +18,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.exceptions import MemberQueryError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
@@ -60,7 +60,8 @@ def sql_member_frame(
     ``newSession``).
 
     Raises:
-        RefreshError: the query names a table that is not one of the member's sources.
+        MemberQueryError: (final) the query does not bind: it names a table that is not one of
+            the member's sources, or a column they do not have.
     """
     views = list(source_files)
     for name, frame in read_sources(spark, source_files).items():
@@ -79,14 +80,15 @@ def _run_query(spark: SparkSession, group: RefreshGroup, member: SqlMember) -> D
         where = f"group {group.name!r}, member {member.name!r}"
         relation = _missing_relation(error)
         if relation is None:
-            raise RefreshError(f"{where}: query failed: {first_lines(error)}") from error
+            raise MemberQueryError(f"{where}: its query does not bind to its sources (did a source's columns "
+                                   f"change?); fix the query: {first_lines(error)}") from error
         known = {m.name.lower() for m in group.members}
         reason = (
             "is a member of the group but not among the member's sources (add it to sources)"
             if relation.lower() in known
             else "is not a member of the group (SQL members read only members of their group)"
         )
-        raise RefreshError(f"{where}: query reads table {relation!r}, which {reason}") from error
+        raise MemberQueryError(f"{where}: query reads table {relation!r}, which {reason}") from error
 
 
 def _missing_relation(error: AnalysisException) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError
+from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError, is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh.job import run_job
@@ -98,8 +98,9 @@ def test_bad_member_fails_by_name_and_keeps_the_others(
     accounts.commit()
     captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path, group, "r1", Lsn(accounts.lsn), captures)
-    with pytest.raises(RefreshError, match=message):
+    with pytest.raises(RefreshError, match=message) as failed:
         run_job(spark, spec)
+    assert is_final(failed.value) == isinstance(member, SqlMember)  # a query that does not bind never will
     assert read_member_manifest(spec.staging_root, "bad") is None
     for name in ("accounts", "regions", "by_name", "totals"):
         assert read_member_manifest(spec.staging_root, name) is not None, name
