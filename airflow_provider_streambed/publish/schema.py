@@ -31,8 +31,10 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: b
     with ``whole`` (the output replaces every row: a first cut, a copy, a rewrite, a derived
     member) also drop the columns the output does not have, so that its rows do not read them as
     null. With ``retype`` (a resynced mirror: a copy with the source's columns as they are now) a
-    column whose type changed is replaced: dropped and added again under a new field id, in the
-    output's column order (older snapshots keep reading the old column). Stages nothing when the
+    column whose type changed in a way Iceberg cannot promote is replaced: dropped and added
+    again under a new field id, in the output's column order (older snapshots keep reading the
+    old column); a promotable change (int to long, float to double, a longer decimal) keeps its
+    field id. Stages nothing when the
     output's schema is the table's (the common case: a schema update costs milliseconds per
     member, a comparison microseconds).
 
@@ -64,13 +66,24 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: b
         ) from error
 
 
+def promotable(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether Iceberg reads a column of type ``old`` as ``new`` keeping its field id (the same
+    type, int to long, float to double, a decimal's precision raised at the same scale)."""
+    if old == new:
+        return True
+    if (pa.types.is_int32(old) and pa.types.is_int64(new)) or (pa.types.is_float32(old) and pa.types.is_float64(new)):
+        return True
+    return (pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale
+            and old.precision <= new.precision)
+
+
 def _replace_retyped(transaction: Transaction, arrow_schema: pa.Schema) -> None:
     """Drop the columns whose type the output changes and add them back with the output's types,
     in the output's column order (three schema updates: pyiceberg does not delete and add one
     name in a single update)."""
     current = transaction.table_metadata.schema().as_arrow()
     retyped = [field.name for field in arrow_schema if field.name in current.names
-               and parquet_type(current.field(field.name).type) != parquet_type(field.type)]
+               and not promotable(parquet_type(current.field(field.name).type), parquet_type(field.type))]
     if not retyped:
         return
     with transaction.update_schema() as update:

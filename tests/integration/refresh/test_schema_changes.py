@@ -87,12 +87,13 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
          "columns changed type: balance long -> decimal128(20, 2)"),
         ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2) USING balance * 2",
          "columns changed type: balance long -> decimal128(20, 2)"),
+        ("ALTER TABLE accounts ALTER COLUMN id TYPE bigint", "columns changed type: id int -> long"),
         ("ALTER TABLE accounts DROP CONSTRAINT accounts_pkey, ADD PRIMARY KEY (id, balance)",
          "what names one row changed from key:id to key:id,balance"),
         ("ALTER TABLE accounts REPLICA IDENTITY FULL, DROP CONSTRAINT accounts_pkey",
          "what names one row changed from key:id to keyless"),
     ],
-    ids=["drop", "rename", "add-default", "retype", "using", "new-key", "keyless"],
+    ids=["drop", "rename", "add-default", "retype", "using", "widen", "new-key", "keyless"],
 )
 def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
     cuts: Cuts, change: str, reason: str
@@ -113,6 +114,11 @@ def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
     assert events.snapshot_by_id(second.members["events"].snapshot_id).summary.get("streambed.resync-reason") is None
     assert list(published_rows(cuts, 1, "accounts")[0]) == ["id", "balance", "note"]  # cut 1 keeps its schema
     assert CutReader(cuts.catalog, GROUP.name).get(1).schema("accounts").field("balance").type == pa.int64()
+    first = CutReader(cuts.catalog, GROUP.name).get(1).table("accounts").schema()
+    kept = {field.name for field in accounts.schema().fields if field.name in first.column_names
+            and accounts.schema().find_field(field.name).field_id == first.find_field(field.name).field_id}
+    assert kept == {"id", "balance", "note"} & set(first.column_names) & set(accounts.schema().column_names) - (
+        {"balance"} if "balance" in change and "TYPE" in change else set())  # a promotion keeps the field id
 
     cuts.conn.execute("DELETE FROM accounts WHERE id = 4")  # an ordinary run merges on the copy
     cuts.conn.execute("INSERT INTO events VALUES (4, 'fourth')")
