@@ -145,22 +145,28 @@ class ChangeStream:
         """Process one message."""
         tag = data[0]
         if tag == _INSERT:
-            if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+            if (target := self._row_target(data)) is not None:
                 if data[5] != _NEW:
                     raise DecodeError(f"group {self.group!r}: Insert without a new tuple")
-                if target.copy is None or not target.copy.drops():
-                    target.log.add_insert(target.read_new(data, 6), self._commit_lsn, self._xid, self._seq)
-                    self._seq += 1
+                target.log.add_insert(target.read_new(data, 6), self._commit_lsn, self._xid, self._seq)
+                self._seq += 1
         elif tag == _UPDATE:
-            if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+            if (target := self._row_target(data)) is not None:
                 self._update(target, data)
         elif tag == _DELETE:
-            if self._keep and (target := self._targets.get(_RELID(data, 1)[0])) is not None:
+            if (target := self._row_target(data)) is not None:
                 if target.keyless and data[5] != _OLD:
                     raise self._not_full(target)
                 self._add(target, OP_DELETE, read_tuple(data, 6)[0])
         else:
             self._control(decode_message(data))
+
+    def _row_target(self, data: bytes) -> _Target | None:
+        """Where a row change goes: ``None`` for a transaction not kept, a table not mirrored, or a
+        change that the member's copy holds already (dropped, counted)."""
+        if not self._keep or (target := self._targets.get(_RELID(data, 1)[0])) is None or self._dropped(target):
+            return None
+        return target
 
     def _control(self, message: Any) -> None:
         if isinstance(message, Begin):
@@ -178,7 +184,7 @@ class ChangeStream:
             self._relation(message)
         elif isinstance(message, Truncate) and self._keep:
             for oid in message.relation_oids:
-                if (target := self._targets.get(oid)) is not None:
+                if (target := self._targets.get(oid)) is not None and not self._dropped(target):
                     self._add(target, OP_TRUNCATE, [None] * len(target.log.layout))
 
     def _commit(self, message: Commit) -> None:
@@ -208,9 +214,12 @@ class ChangeStream:
         self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)), table.keyless,
                                               self.copies.get(member))
 
+    @staticmethod
+    def _dropped(target: _Target) -> bool:
+        """Whether the open transaction's change of ``target`` is in its copy already (dropped, counted)."""
+        return target.copy is not None and target.copy.drops()
+
     def _add(self, target: _Target, op: str, values: list[Value]) -> None:
-        if target.copy is not None and target.copy.drops():
-            return
         target.log.add(op, values, self._commit_lsn, self._xid, self._seq)
         self._seq += 1
 

@@ -166,3 +166,29 @@ def test_changes_on_both_sides_of_a_ddl_in_one_run_publish_right(cuts: Cuts) -> 
     assert cuts.publish("run3").cut_id == 3
     assert published_rows(cuts, 3, "accounts") == source_rows(cuts)
     assert [row["what"] for row in published_rows(cuts, 3, "events")] == ["a", "b", "third"]
+
+
+def test_every_change_in_sequence_under_a_writer_keeps_the_group_publishing(cuts: Cuts) -> None:
+    changes = [
+        "ALTER TABLE accounts ADD COLUMN tier smallint",
+        "ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'",
+        "ALTER TABLE accounts RENAME COLUMN note TO remark",
+        "ALTER TABLE accounts ALTER COLUMN tier TYPE bigint",
+        "ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)",
+        "ALTER TABLE accounts ALTER COLUMN remark SET NOT NULL",
+        "ALTER TABLE accounts DROP COLUMN region",
+        "ALTER TABLE accounts REPLICA IDENTITY FULL, DROP CONSTRAINT accounts_pkey",
+    ]
+    cuts.publish("run0")
+    for step, change in enumerate(changes, start=1):
+        cuts.conn.execute(f"UPDATE accounts SET balance = balance + {step} WHERE id = {1 + step % 4}")  # before it
+        cuts.conn.execute(change)
+        cuts.conn.execute(f"INSERT INTO accounts (id, balance, {'remark' if step >= 3 else 'note'}) "
+                          f"VALUES ({10 + step}, {step}, 'r{step}')")
+        cuts.conn.execute(f"INSERT INTO events VALUES ({10 + step}, 'e{step}')")
+        cut = cuts.publish(f"run{step}")  # the change's run
+        assert published_rows(cuts, cut.cut_id, "accounts") == source_rows(cuts), change
+        cuts.conn.execute(f"DELETE FROM accounts WHERE id = {10 + step}")
+        cut = cuts.publish(f"run{step}-after")  # an ordinary run after it
+        assert published_rows(cuts, cut.cut_id, "accounts") == source_rows(cuts), change
+        assert len(published_rows(cuts, cut.cut_id, "events")) == 2 + step
