@@ -36,7 +36,7 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunS
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
 from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
-from airflow_provider_streambed.publish.draft import SOURCE_IDENTITY_PROPERTY, SOURCE_STORAGE_PROPERTY
+from airflow_provider_streambed.publish.draft import SOURCE_PROPERTY_PREFIX
 from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
@@ -158,8 +158,9 @@ def last_cut_mirrors(catalog: Catalog, group: RefreshGroup, last: CutRecord | No
         snapshot = table.snapshot_by_id(cut.member(mirror.name).snapshot_id)
         summary = None if snapshot is None else snapshot.summary
         recorded = {} if summary is None else summary.additional_properties
-        mirrors[mirror.name] = LastCutMirror(table.schema().as_arrow(), recorded.get(SOURCE_STORAGE_PROPERTY, ""),
-                                             recorded.get(SOURCE_IDENTITY_PROPERTY, ""))
+        source = {name.removeprefix(SOURCE_PROPERTY_PREFIX): value for name, value in recorded.items()
+                  if name.startswith(SOURCE_PROPERTY_PREFIX)}
+        mirrors[mirror.name] = LastCutMirror.of(table.schema().as_arrow(), source)
     return mirrors
 
 

@@ -3,7 +3,8 @@
 A mirror follows its source table change by change while the table's columns are those of its
 previous cut. Some changes of a table no change record carries, so a mirror cannot follow them:
 
-- a column dropped or renamed (columns are matched by name; a rename reads as a drop and an add);
+- a column dropped or renamed (a column's identity is its ``attnum``: the copy's column keeps its
+  field id under its new name, :func:`renamed_columns`);
 - a column added with a ``DEFAULT``: the rows from before the ``ALTER TABLE`` read it from the
   source's catalog (``pg_attribute.atthasmissing``), and no WAL record holds it;
 - a column whose type changed, compared as Iceberg types (``smallint`` and ``integer`` are both
@@ -26,8 +27,9 @@ command that resyncs it. A user may ask for a resync of any member (``resync_mem
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -49,11 +51,22 @@ class LastCutMirror:
             table, or recorded by an older release; not compared).
         identity: what named one of its rows then (``key:<columns>`` or ``keyless``; empty: an
             append-only table, or recorded by an older release; not compared).
+        attnums: each column's ``attnum`` by name then (empty: recorded by an older release;
+            renames are then not told from drops).
     """
 
     columns: pa.Schema
     storage: str = ""
     identity: str = ""
+    attnums: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, columns: pa.Schema, source: Mapping[str, str]) -> LastCutMirror:
+        """From the mirror's columns and what the capture recorded of its source table
+        (:meth:`~airflow_provider_streambed.staging.TableCapture.source_record`)."""
+        attnums = json.loads(source["attnums"]) if source.get("attnums") else {}
+        return cls(columns, source.get("storage", ""), source.get("identity", ""),
+                   {str(name): int(attnum) for name, attnum in attnums.items()})
 
 
 def resync_reasons(
@@ -85,8 +98,18 @@ def source_change(table: SourceTable, previous: LastCutMirror) -> str:
                 "identity)")
     if previous.storage and table.storage != previous.storage:
         return "its partitions changed (a partition attached, detached, dropped, truncated or rewritten)"
+    if renamed := renamed_columns(table, previous):
+        return f"columns {list(renamed)} were renamed to {list(renamed.values())}"
     return columns_change(table.columns, table.filled_columns, previous.columns.names) or types_change(
         [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous.columns)
+
+
+def renamed_columns(table: SourceTable, previous: LastCutMirror) -> dict[str, str]:
+    """The columns renamed since the mirror's previous cut (old name -> new), told by ``attnum``
+    (none without recorded attnums: a rename then reads as a drop and an add)."""
+    names = {attnum: name for name, attnum in previous.attnums.items()}
+    return {names[attnum]: name for name, attnum in zip(table.columns, table.attnums, strict=False)
+            if attnum in names and names[attnum] != name}
 
 
 def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Mapping[str, SourceTable]) -> None:

@@ -26,7 +26,7 @@ from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.names import slot_name
-from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, resync_reasons
+from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, renamed_columns, resync_reasons
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
     REMEDY,
@@ -227,9 +227,10 @@ def _check_partitions_held(conn: psycopg.Connection[Any], group: RefreshGroup, t
 
 def _table_captures(
     tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult,
-    resynced: Mapping[str, str],
+    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror],
 ) -> tuple[TableCapture, ...]:
-    """Per member: its extracted changelog files, its bootstrap copy (if any) and why it was resynced."""
+    """Per member: its extracted changelog files, its bootstrap copy (if any), why it was resynced
+    and its renamed columns then."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -246,6 +247,8 @@ def _table_captures(
             copied_rows=copy.rows if copy else 0,
             resynced=resynced.get(member, ""),
             storage=table.storage,
+            attnums=dict(zip(table.columns, table.attnums, strict=False)),
+            renamed=renamed_columns(table, previous[member]) if member in resynced and member in previous else {},
         ))
     return tuple(captures)
 
@@ -335,7 +338,7 @@ def capture_run(
             "the changes were read (dropped and re-created by a concurrent resync?), so they may be incomplete; "
             "retry the run"
         )
-    captures = _table_captures(tables, copies, extracted, resynced)
+    captures = _table_captures(tables, copies, extracted, resynced, previous or {})
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)
     write_json(uri, manifest.to_dict())

@@ -50,6 +50,8 @@ SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS types,
        (SELECT array_agg(a.atttypmod ORDER BY a.attnum) FROM pg_attribute a
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS modifiers,
+       (SELECT array_agg(a.attnum::int ORDER BY a.attnum) FROM pg_attribute a
+         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '') AS attnums,
        (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
           FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
          WHERE i.indrelid = c.oid AND i.indisprimary) AS primary_key,
@@ -90,6 +92,8 @@ class SourceTable:
             its identity.
         storage: of a partitioned table, ``oid:relfilenode`` of each leaf partition (a partition
             attached, detached, dropped, truncated or rewritten changes it); empty for a plain table.
+        attnums: each column's ``pg_attribute.attnum``, in layout order: a column's identity,
+            which a rename keeps.
     """
 
     member: str
@@ -101,6 +105,7 @@ class SourceTable:
     filled_columns: tuple[str, ...] = ()
     keyless: bool = False
     storage: str = ""
+    attnums: tuple[int, ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -164,8 +169,8 @@ def describe_table(
     where = f"group {group.name!r}, member {mirror.name!r}"
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
-    (oid, identity, persistence, names, types, modifiers, primary_key, deferrable, identity_index, unreadable, filled,
-     role, storage) = row
+    (oid, identity, persistence, names, types, modifiers, attnums, primary_key, deferrable, identity_index, unreadable,
+     filled, role, storage) = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -215,7 +220,7 @@ def describe_table(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
     return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless,
-                       storage or "")
+                       storage or "", tuple(attnums or ()))
 
 
 def table_storage(conn: psycopg.Connection[Any], oid: int) -> str:

@@ -21,10 +21,10 @@ WATERMARK_PROPERTY = "streambed.watermark-lsn"
 RUN_KEY_PROPERTY = "streambed.run-key"
 #: Why a member was copied again in the cut (a resync of the member); absent otherwise.
 RESYNC_PROPERTY = "streambed.resync-reason"
-#: A mirror's source table storage when its snapshot was captured (the next capture compares it).
-SOURCE_STORAGE_PROPERTY = "streambed.source-storage"
-#: What named one row of a mirror's source table when its snapshot was captured (``key:...``, ``keyless``).
-SOURCE_IDENTITY_PROPERTY = "streambed.source-identity"
+#: Prefix of the properties recording a mirror's source table when its snapshot was captured
+#: (``storage``, ``identity``, ``attnums``: :meth:`~airflow_provider_streambed.staging.TableCapture.source_record`),
+#: which the next capture compares.
+SOURCE_PROPERTY_PREFIX = "streambed.source-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +70,8 @@ class CutDraft:
             properties[DEFINITION_PROPERTY] = definition
         if resynced := self.manifests[member].resynced:
             properties[RESYNC_PROPERTY] = resynced
-        if storage := self.manifests[member].source_storage:
-            properties[SOURCE_STORAGE_PROPERTY] = storage
-        if identity := self.manifests[member].source_identity:
-            properties[SOURCE_IDENTITY_PROPERTY] = identity
+        properties.update({SOURCE_PROPERTY_PREFIX + name: value
+                           for name, value in self.manifests[member].source.items()})
         return properties
 
 

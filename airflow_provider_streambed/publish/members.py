@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from pyiceberg.table import Table
 
@@ -63,9 +64,11 @@ class MemberFiles:
         deletes: position-delete files over the previous snapshot's data files (``incremental``).
         incremental: whether the files apply on top of the previous snapshot (a :class:`~.iceberg.snapshot.RowDelta`).
         retype: the files are a resynced mirror's copy: a column whose type changed is replaced.
+        renamed: a resynced mirror's columns renamed since the last cut (old name -> new).
     """
 
     data: tuple[str, ...]
     deletes: tuple[str, ...] = ()
     incremental: bool = False
     retype: bool = False
+    renamed: Mapping[str, str] = field(default_factory=dict)

@@ -4,6 +4,8 @@ data file is rewritten, older snapshots keep reading them)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pyarrow as pa
 from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema
@@ -26,7 +28,10 @@ def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
     return shape(schema.as_arrow()) == shape(arrow_schema)
 
 
-def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: bool, retype: bool = False) -> None:
+def evolve_schema(
+    transaction: Transaction, arrow_schema: pa.Schema, *, whole: bool, retype: bool = False,
+    renamed: Mapping[str, str] | None = None,
+) -> None:
     """Evolve the table's schema to a staged output's: new columns, promoted types (int to long);
     with ``whole`` (the output replaces every row: a first cut, a copy, a rewrite, a derived
     member) also drop the columns the output does not have, so that its rows do not read them as
@@ -34,7 +39,8 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: b
     column whose type changed in a way Iceberg cannot promote is replaced: dropped and added
     again under a new field id, in the output's column order (older snapshots keep reading the
     old column); a promotable change (int to long, float to double, a longer decimal) keeps its
-    field id. Stages nothing when the
+    field id. ``renamed`` columns (old name -> new) are renamed first, keeping their field ids
+    (the table's name mapping keeps both names, so files written under either read the column). Stages nothing when the
     output's schema is the table's (the common case: a schema update costs milliseconds per
     member, a comparison microseconds).
 
@@ -42,6 +48,11 @@ def evolve_schema(transaction: Transaction, arrow_schema: pa.Schema, *, whole: b
         OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
             names the member (the table's name), the columns and both types.
     """
+    current = transaction.table_metadata.schema().column_names
+    if renames := {old: new for old, new in (renamed or {}).items() if old in current and new not in current}:
+        with transaction.update_schema() as update:
+            for old, new in renames.items():
+                update.rename_column(old, new)
     if same_schema(transaction.table_metadata.schema(), arrow_schema):
         return
     if retype:

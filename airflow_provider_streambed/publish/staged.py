@@ -70,7 +70,7 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
         with filesystem.open_input_file(info.path) as stream:
             arrow_schema = pq.read_schema(stream)
         evolve_schema(MemoTransaction(plan.table), arrow_schema, whole=not manifest.incremental,  # a dry run
-                      retype=bool(manifest.resynced))
+                      retype=bool(manifest.resynced), renamed=manifest.renamed)
 
 
 def moved_path(table_location: str, run_key: str, source: str) -> str:
@@ -121,7 +121,7 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
         moved = dict(zip(manifest.files, data, strict=True))
         deletes = tuple(move(file, lambda source, target: relocate_deletes(source, target, moved, properties))
                         for file in manifest.delete_files)
-    return MemberFiles(data, deletes, manifest.incremental, bool(manifest.resynced))
+    return MemberFiles(data, deletes, manifest.incremental, bool(manifest.resynced), manifest.renamed)
 
 
 def relocate_deletes(

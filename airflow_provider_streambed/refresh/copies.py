@@ -52,8 +52,8 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
             reason=ADOPTED_AS_IS,
             sizes=file_sizes(capture.copy_files),
             resynced=capture.resynced,
-            source_storage=capture.storage,
-            source_identity=capture.identity,
+            source=capture.source_record(),
+            renamed=dict(capture.renamed),
         )
         write_json(member_manifest_uri(spec.staging_root, member.name), manifest.to_dict())
         staged.append(member.name)

@@ -61,5 +61,5 @@ def stage_mirror(
         incremental=output.incremental and not adopted, deletes=output.deletes,
         reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
         base_snapshot_id=spec.previous_snapshots.get(source.member.name), resynced=capture.resynced,
-        source_storage=capture.storage, source_identity=capture.identity,
+        source=capture.source_record(), renamed=capture.renamed,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -145,8 +146,8 @@ def stage_member_output(
     adopted: tuple[str, ...] = (),
     base_snapshot_id: int | None = None,
     resynced: str = "",
-    source_storage: str = "",
-    source_identity: str = "",
+    source: Mapping[str, str] | None = None,
+    renamed: Mapping[str, str] | None = None,
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -160,8 +161,8 @@ def stage_member_output(
     ``reason`` says why the output is whole or incremental; ``base_snapshot_id`` names the
     previous snapshot an incremental output applies to (recorded for incremental outputs only);
     ``resynced`` why a mirror's output is a copy taken again (a resync of the member), and
-    ``source_storage`` and ``source_identity`` the storage and the key of a mirror's source
-    table it was captured from.
+    ``source`` what the capture recorded of a mirror's source table, and ``renamed`` a resynced
+    mirror's renamed columns (old name -> new).
     A stale manifest (another W) is removed first, so a crash while writing never leaves a
     manifest that names files of another W.
     """
@@ -197,8 +198,8 @@ def stage_member_output(
         sizes=file_sizes(files + delete_files),
         base_snapshot_id=base_snapshot_id if incremental else None,
         resynced=resynced,
-        source_storage=source_storage,
-        source_identity=source_identity,
+        source=dict(source or {}),
+        renamed=dict(renamed or {}),
     )
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,

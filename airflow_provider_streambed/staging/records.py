@@ -6,6 +6,7 @@ are pure data with a JSON form; :mod:`.json_io` reads and writes them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -48,8 +49,12 @@ class TableCapture:
             old image, and an update is a delete of its old image followed by an insert.
         resynced: why the table was copied again this run although its mirror has cuts (a resync
             of the member, :mod:`~airflow_provider_streambed.capture.resyncs`); empty otherwise.
-        storage: the table's storage when the run began (``oid:relfilenode`` of it or of each
-            leaf partition), recorded with the mirror's snapshot: the next run compares it.
+        storage: the table's storage when the run began (``oid:relfilenode`` of each leaf
+            partition of a partitioned table), recorded with the mirror's snapshot: the next run
+            compares it.
+        attnums: each column's ``attnum`` by name when the run began (a column's identity).
+        renamed: of a resynced table, the columns renamed since the last cut (old name -> new):
+            publish renames them, keeping their field ids.
     """
 
     member: str
@@ -64,6 +69,8 @@ class TableCapture:
     keyless: bool = False
     resynced: str = ""
     storage: str = ""
+    attnums: Mapping[str, int] = field(default_factory=dict)
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> bool:
@@ -74,6 +81,13 @@ class TableCapture:
     def identity(self) -> str:
         """What names one row of the table (:func:`row_identity`)."""
         return row_identity(self.key_columns, self.keyless)
+
+    def source_record(self) -> dict[str, str]:
+        """What the next capture compares the table with, recorded with the mirror's snapshot:
+        ``storage``, ``identity`` and ``attnums`` (JSON), the empty ones left out."""
+        record = {"storage": self.storage, "identity": self.identity,
+                  "attnums": json.dumps(dict(self.attnums)) if self.attnums else ""}
+        return {name: value for name, value in record.items() if value}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TableCapture:
@@ -177,10 +191,9 @@ class MemberManifest:
             it on any other snapshot.
         resynced: why a mirror's output is a copy taken again (a resync of the member); it then
             replaces the table's columns as the source has them now, a changed type included.
-        source_storage: a mirror's source table storage the output was captured from
-            (:attr:`TableCapture.storage`).
-        source_identity: what named one row of a mirror's source table when the output was
-            captured (:attr:`TableCapture.identity`).
+        source: what the capture recorded of a mirror's source table
+            (:meth:`TableCapture.source_record`), kept with its snapshot.
+        renamed: a resynced mirror's columns renamed since the last cut (old name -> new).
     """
 
     member: str
@@ -197,14 +210,16 @@ class MemberManifest:
     sizes: Mapping[str, int] = field(default_factory=dict)
     base_snapshot_id: int | None = None
     resynced: str = ""
-    source_storage: str = ""
-    source_identity: str = ""
+    source: Mapping[str, str] = field(default_factory=dict)
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         data = asdict(self)
         data["watermark"] = str(self.watermark)
         data["sizes"] = dict(self.sizes)
+        data["source"] = dict(self.source)
+        data["renamed"] = dict(self.renamed)
         return data
 
     @classmethod
@@ -225,8 +240,8 @@ class MemberManifest:
             sizes={uri: int(size) for uri, size in data.get("sizes", {}).items()},
             base_snapshot_id=None if data.get("base_snapshot_id") is None else int(data["base_snapshot_id"]),
             resynced=data.get("resynced", ""),
-            source_storage=data.get("source_storage", ""),
-            source_identity=data.get("source_identity", ""),
+            source=dict(data.get("source", {})),
+            renamed=dict(data.get("renamed", {})),
         )
 
 

@@ -80,7 +80,7 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
     ("change", "reason"),
     [
         ("ALTER TABLE accounts DROP COLUMN note", "columns ['note'] were dropped or renamed"),
-        ("ALTER TABLE accounts RENAME COLUMN note TO remark", "columns ['note'] were dropped or renamed"),
+        ("ALTER TABLE accounts RENAME COLUMN note TO remark", "columns ['note'] were renamed to ['remark']"),
         ("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'",
          "columns ['region'] were added with a DEFAULT"),
         ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)",
@@ -119,6 +119,8 @@ def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
             and accounts.schema().find_field(field.name).field_id == first.find_field(field.name).field_id}
     assert kept == {"id", "balance", "note"} & set(first.column_names) & set(accounts.schema().column_names) - (
         {"balance"} if "balance" in change and "TYPE" in change else set())  # a promotion keeps the field id
+    if "RENAME" in change:  # a column's identity is its attnum: the renamed column keeps its field id and data
+        assert accounts.schema().find_field("remark").field_id == first.find_field("note").field_id
 
     cuts.conn.execute("DELETE FROM accounts WHERE id = 4")  # an ordinary run merges on the copy
     cuts.conn.execute("INSERT INTO events VALUES (4, 'fourth')")

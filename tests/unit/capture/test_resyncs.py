@@ -8,7 +8,13 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.capture.pgoutput import Column
-from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, resync_reasons, source_change
+from airflow_provider_streambed.capture.resyncs import (
+    LastCutMirror,
+    check_policy,
+    renamed_columns,
+    resync_reasons,
+    source_change,
+)
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.typemap import FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC, TEXT, PgType
 from airflow_provider_streambed.column_changes import iceberg_type
@@ -65,6 +71,18 @@ def test_a_changed_key_needs_a_resync() -> None:
     assert source_change(dataclasses.replace(same, key_columns=(), keyless=True), keyed) == (
         "what names one row changed from key:id to keyless (primary key or replica identity)")
     assert source_change(same, LastCutMirror(keyed.columns)) == ""  # recorded by an older release: not compared
+
+
+def test_a_rename_is_told_from_a_drop_by_attnum() -> None:
+    recorded = LastCutMirror.of(pa.schema([("id", pa.int32()), ("note", pa.string())]),
+                                {"attnums": '{"id": 1, "note": 3}', "storage": "", "identity": "key:id"})
+    assert recorded.attnums == {"id": 1, "note": 3} and recorded.identity == "key:id"
+    renamed = dataclasses.replace(table(("id", INT4), ("remark", TEXT)), attnums=(1, 3))
+    assert renamed_columns(renamed, recorded) == {"note": "remark"}
+    assert source_change(renamed, recorded) == "columns ['note'] were renamed to ['remark']"
+    dropped_and_added = dataclasses.replace(renamed, attnums=(1, 4))  # DROP note, ADD remark: another attnum
+    assert renamed_columns(dropped_and_added, recorded) == {}
+    assert source_change(dropped_and_added, recorded) == "columns ['note'] were dropped or renamed"
 
 
 def test_iceberg_types_fold_what_iceberg_does_not_tell_apart() -> None:
