@@ -20,7 +20,7 @@ JVM start is in any figure:
   :class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`) after the three refreshes
   chained, before and after a compaction (the mirror rewritten whole).
 
-Run: ``.venv/bin/python -m benchmarks.bench_merge_on_read [--rows N] [--quick]``.
+Run: ``.venv/bin/python -m benchmarks.bench_merge_on_read [--rows N] [--quick] [--only SECTION]``.
 """
 
 from __future__ import annotations
@@ -226,6 +226,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--quick", action="store_true", help="200k rows, for a smoke run")
     parser.add_argument("--repeats", type=int, default=3, help="refreshes per figure (the median is printed)")
+    parser.add_argument("--only", choices=["updates", "keyless", "floors", "compaction"], default=None,
+                        help="run one section (each prints its figures beside the same plain read and write)")
     arguments = parser.parse_args()
     rows = 200_000 if arguments.quick else arguments.rows
     spark = local_spark_session("bench-merge-on-read")
@@ -241,11 +243,15 @@ def main() -> None:
         print(f"\n## Merge-on-read mirror of {rows:,} rows ({size_of(base.data) / 1e6:.0f} MB in {len(base.data)} "
               "files), in-process local[2]")
         print(f"plain read + write of the whole table: {plain:.2f} s")
-        bench_updates(spark, work, rows, base, plain, hot=False, repeats=arguments.repeats)
-        bench_updates(spark, work, rows, base, plain, hot=True, repeats=arguments.repeats)
-        bench_keyless(spark, work, rows, base, plain, arguments.repeats)
-        bench_floors(spark, work, rows, base, plain, arguments.repeats)
-        bench_compaction(spark, work, rows, base, plain)
+        if arguments.only in (None, "updates"):
+            bench_updates(spark, work, rows, base, plain, hot=False, repeats=arguments.repeats)
+            bench_updates(spark, work, rows, base, plain, hot=True, repeats=arguments.repeats)
+        if arguments.only in (None, "keyless"):
+            bench_keyless(spark, work, rows, base, plain, arguments.repeats)
+        if arguments.only in (None, "floors"):
+            bench_floors(spark, work, rows, base, plain, arguments.repeats)
+        if arguments.only in (None, "compaction"):
+            bench_compaction(spark, work, rows, base, plain)
     spark.stop()
 
 

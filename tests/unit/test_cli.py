@@ -109,3 +109,14 @@ def test_a_watermark_that_is_not_an_lsn_is_a_usage_error(command: str, capsys: p
         parser.parse_args([*arguments, "--watermark", "yesterday"])
     assert done.value.code == 2
     assert "argument --watermark: invalid LSN 'yesterday': expected two hex numbers" in capsys.readouterr().err
+
+
+def test_resync_copies_every_table_or_the_members_named() -> None:
+    parser = build_parser()
+    arguments = ["--group", "shop_dag.py:shop", "--catalog-uri", "sqlite://", "--warehouse", "w"]
+    whole = parser.parse_args(["resync", *arguments])
+    assert whole.resync and whole.members == []
+    some = parser.parse_args(["resync", *arguments, "--member", "orders", "--member", "lines"])
+    assert some.resync and some.members == ["orders", "lines"]  # refresh_once(resync=False, resync_members=...)
+    plain = parser.parse_args(["refresh", *arguments])
+    assert not plain.resync and plain.members == []
