@@ -16,8 +16,9 @@ of the previous files, the whole row being the only identity).
 run's changes are plain row changes on the previous schema; otherwise it returns ``None`` (and
 logs why) and Spark merges:
 
-- the mirror's first cut, a compaction (``rewrite``), or a truncate among the changes: the
-  mirror is written whole;
+- the mirror's first cut, a compaction (``rewrite``) of previous files over
+  :data:`~.compact_local.MAX_REWRITE_BYTES`, or a truncate among the changes: the mirror is
+  written whole (a smaller mirror's compaction is written whole here, :mod:`.compact_local`);
 - columns added, dropped or retyped, or the key changed: Spark's merge evolves or refuses them
   (:mod:`.schema`); column names that differ only in case (DuckDB's names do not);
 - unchanged-TOAST values, which need the previous rows' values of those columns;
@@ -42,6 +43,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import MirrorDivergedError
+from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, rewrite_whole, small_enough
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging import (
@@ -93,6 +95,8 @@ def merge_in_process(source: MirrorInput) -> LocalMirrorOutput | None:
         return None
     if merged is None:
         logger.info("%s: merged by Spark: %s", where, why)
+    elif not merged.incremental:
+        logger.info("%s: rewritten whole in-process (%s): %d rows", where, merged.reason, len(merged.rows))
     else:
         logger.info("%s: merged in-process: %d new images, %d rows deleted", where, len(merged.rows),
                     0 if merged.deletes is None else len(merged.deletes))
@@ -114,11 +118,13 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         images, positions = _locate_rows(source, changes, shape.names, *paths)
     elif source.member.append_only or not source.capture.key_columns:
         inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
-        return LocalMirrorOutput(inserted, None, "append-only"), ""
+        merged = LocalMirrorOutput(inserted, None, "append-only")
+        return (rewrite_whole(*paths, shape, merged, source.rewrite) if source.rewrite else merged), ""
     else:
         images, positions = _locate(changes, list(source.capture.key_columns), *paths)
-    rows = changes.take(images).select(shape.names).cast(shape)
-    return LocalMirrorOutput(rows, _deletes(source, positions), "merge-on-read"), ""
+    merged = LocalMirrorOutput(changes.take(images).select(shape.names).cast(shape), _deletes(source, positions),
+                               "merge-on-read")
+    return (rewrite_whole(*paths, shape, merged, source.rewrite) if source.rewrite else merged), ""
 
 
 def _locate(
@@ -178,14 +184,14 @@ def _local_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str,
     """The previous data and delete files as local paths, or why the merge cannot be in-process."""
     if not source.previous.data:
         return None, "first cut"
-    if source.rewrite:
-        return None, source.rewrite
     data, deletes = source.previous.readable()
     paths = []
     for uri in (*data, *deletes):
         if (scheme := storage.scheme_of(uri)) not in storage.LOCAL_SCHEMES:
             return None, f"previous files are not on a local file system ({scheme}://)"
         paths.append(storage.filesystem(uri)[1])
+    if source.rewrite and not small_enough(tuple(paths)):
+        return None, f"{source.rewrite} (over {MAX_REWRITE_BYTES >> 20} MiB: Spark rewrites it)"
     return (tuple(paths[: len(data)]), tuple(paths[len(data):])), ""
 
 

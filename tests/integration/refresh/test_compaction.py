@@ -3,6 +3,7 @@ left; a failed compaction leaves the run retryable and publishes nothing."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import psycopg
@@ -14,6 +15,7 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import RunState
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.testing.spark import EventLogs
 
 pytestmark = pytest.mark.slow
 
@@ -85,3 +87,25 @@ def test_compaction_at_the_threshold_and_after_a_failed_try(pg_dsn: str, sqlite_
     history = catalog.load_table(("compacting", "items")).snapshot_by_id(third.member("items").snapshot_id)
     assert history is not None  # the earlier cut stays readable
     assert len(third.to_arrow("items")) == 100
+
+
+def test_a_small_hot_table_is_compacted_in_process_without_spark(pg_dsn: str, sqlite_catalog_uri: str,
+                                                                 tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
+    events = EventLogs(tmp_path / "events")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, v int)")
+        conn.execute("INSERT INTO items SELECT g, 0 FROM generate_series(1, 20) g")
+    reader = CutReader(properties, GROUP)
+    caplog.set_level(logging.INFO, logger="airflow_provider_streambed.refresh")
+    operations = []
+    for run in range(1, 6):
+        _update(pg_dsn, range(run, run + 2))  # 2 of 20 rows a run: due for compaction at once (10 %)
+        result = refresh_once(GROUP, source_dsn=pg_dsn, catalog_properties=properties, spark_conf=events.conf())
+        cut = reader.get(result.cut.cut_id)
+        assert sorted((row["id"], row["v"]) for row in cut.to_arrow("items").to_pylist()) == _rows(pg_dsn)
+        operations.append(_storage(cut)[1:])
+    assert events.applications() == 0, "a small mirror's compaction started Spark"
+    assert "rewritten whole in-process (compaction: " in caplog.text
+    assert (0, "overwrite") in operations[1:] and (1, "overwrite") in operations  # compacted, then merged on read
