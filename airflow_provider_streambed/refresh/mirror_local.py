@@ -44,12 +44,19 @@ import pyarrow.parquet as pq
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import MirrorDivergedError
 from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, rewrite_whole, small_enough
+from airflow_provider_streambed.refresh.merge_queries import (
+    NET,
+    ROW,
+    images_query,
+    net_query,
+    positions_query,
+    removed_positions_query,
+)
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,
-    OP_DELETE,
     OP_INSERT,
     OP_TRUNCATE,
     SEQ,
@@ -73,9 +80,6 @@ DELETE_SCHEMA = pa.schema([
     pa.field(DELETE_POS, pa.int64(), nullable=False,
              metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[DELETE_POS]).encode()}),
 ])
-_ROW = "__streambed_row"  # a change's position in the changelog table
-_FILE, _POS = "__streambed_file", "file_row_number"  # a previous row's file and position (DuckDB's)
-_NET = "__streambed_net"  # a keyless change's copies added (negative: removed)
 
 
 def in_process_enabled(setting: object) -> bool:
@@ -133,13 +137,13 @@ def _locate(
     """The changelog positions of the new images, and the file names and row numbers of the
     previous rows to delete."""
     ranked = changes.select([*key, COMMIT_LSN, SEQ, OP]).append_column(
-        _ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+        ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
     with _database().cursor() as connection:  # a connection of its own: its registered tables are its own
         connection.register("changes", ranked)
-        images = connection.execute(_images_query(key)).to_arrow_table()
-        query = _positions_query(key, bool(deletes))
+        images = connection.execute(images_query(key)).to_arrow_table()
+        query = positions_query(key, bool(deletes))
         positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
-    return _column(images, _ROW), positions
+    return _column(images, ROW), positions
 
 
 def _locate_rows(
@@ -153,17 +157,17 @@ def _locate_rows(
         MirrorDivergedError: the previous cut holds fewer rows equal to a removed row than the
             changes remove (the mirror no longer equals its source).
     """
-    counted = changes.select([*columns, OP]).append_column(_ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+    counted = changes.select([*columns, OP]).append_column(ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
     with _database().cursor() as connection:
         connection.register("changes", counted)
-        net = connection.execute(_net_query(columns)).to_arrow_table()
+        net = connection.execute(net_query(columns)).to_arrow_table()
         connection.register("net", net)
         images = connection.execute(
-            f"SELECT {_ROW} FROM (SELECT {_ROW}, unnest(range({_NET})) FROM net WHERE {_NET} > 0) ORDER BY {_ROW}"
+            f"SELECT {ROW} FROM (SELECT {ROW}, unnest(range({NET})) FROM net WHERE {NET} > 0) ORDER BY {ROW}"
         ).to_arrow_table()
-        query = _removed_positions_query(columns, bool(deletes))
+        query = removed_positions_query(columns, bool(deletes))
         positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
-    removed = -(pc.sum(pc.filter(net[_NET], pc.less(net[_NET], 0))).as_py() or 0)
+    removed = -(pc.sum(pc.filter(net[NET], pc.less(net[NET], 0))).as_py() or 0)
     if len(positions) < removed:
         raise MirrorDivergedError(
             f"group {source.group!r}, member {source.member.name!r}: the previous cut holds "
@@ -171,7 +175,7 @@ def _locate_rows(
             f"{source.member.qualified_table!r} delete than they delete: the mirror no longer equals its source "
             "table; resync the group (Param resync or streambed resync --group G)"
         )
-    return _column(images, _ROW), positions
+    return _column(images, ROW), positions
 
 
 @functools.cache
@@ -230,72 +234,6 @@ def _schema_change(source: MirrorInput, previous: pa.Schema, changelog: pa.Schem
         if parquet_type(changelog.field(field.name).type) != parquet_type(field.type):
             return f"column {field.name!r} changed type"
     return ""
-
-
-def _net_query(columns: list[str]) -> str:
-    """Each distinct changed row (nulls equal), how many copies the changes add (negative: remove),
-    and the changelog position of one of its images."""
-    selected = ", ".join(_quoted(name) for name in columns)
-    count = f"sum(CASE WHEN {OP} = '{OP_DELETE}' THEN -1 ELSE 1 END)::BIGINT"
-    return f"""
-        SELECT {selected}, {count} AS {_NET}, min({_ROW}) AS {_ROW}
-        FROM changes GROUP BY {selected} HAVING {count} <> 0"""
-
-
-def _removed_positions_query(columns: list[str], deletes: bool) -> str:
-    """File names and row numbers of previous live rows equal to a removed row, as many per
-    removed row as it loses, at most (``$1``: the data files; ``$2``: the delete files, when
-    ``deletes``)."""
-    condition = " AND ".join(f"previous.{_quoted(name)} IS NOT DISTINCT FROM removed.{_quoted(name)}"
-                             for name in columns)
-    return f"""
-        SELECT name, pos FROM (
-            SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos, -removed.{_NET} AS wanted,
-                   row_number() OVER (PARTITION BY removed.{_ROW} ORDER BY previous.{_FILE}, previous.{_POS}) AS k
-            FROM read_parquet($1, filename = '{_FILE}', file_row_number = true, hive_partitioning = false) AS previous
-            JOIN (SELECT * FROM net WHERE {_NET} < 0) AS removed ON {condition}{_live_rows(deletes)})
-        WHERE k <= wanted"""
-
-
-def _live_rows(deletes: bool) -> str:
-    """The anti join that drops the previous rows a delete file removes (nothing without ``deletes``)."""
-    if not deletes:
-        return ""
-    return f"""
-            ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
-                       FROM read_parquet($2, hive_partitioning = false)) AS deleted
-            ON parse_filename(previous.{_FILE}) = deleted.name AND previous.{_POS} = deleted.pos"""
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _images_query(key: list[str]) -> str:
-    """The changelog position of each changed key's last change, unless it is a delete."""
-    partition = ", ".join(_quoted(name) for name in key)
-    return f"""
-        SELECT {_ROW} FROM (
-            SELECT {_ROW}, {OP}, row_number() OVER (
-                PARTITION BY {partition} ORDER BY {COMMIT_LSN} DESC, {SEQ} DESC) AS rank
-            FROM changes)
-        WHERE rank = 1 AND {OP} <> '{OP_DELETE}'
-        ORDER BY {_ROW}"""
-
-
-def _positions_query(key: list[str], deletes: bool) -> str:
-    """File names and row numbers of the previous live rows whose key changed (``$1``: the data
-    files; ``$2``: the delete files, when ``deletes``).
-
-    Keys compare with plain equality (a key has no null); rows the previous snapshot already
-    deletes are not deleted again.
-    """
-    condition = " AND ".join(f"previous.{_quoted(name)} = changed.{_quoted(name)}" for name in key)
-    selected = ", ".join(_quoted(name) for name in key)
-    return f"""
-        SELECT parse_filename(previous.{_FILE}) AS name, previous.{_POS} AS pos
-        FROM read_parquet($1, filename = '{_FILE}', file_row_number = true, hive_partitioning = false) AS previous
-        SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{_live_rows(deletes)}"""
 
 
 def _deletes(source: MirrorInput, positions: pa.Table) -> pa.Table | None:

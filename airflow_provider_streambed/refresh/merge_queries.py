@@ -1,0 +1,76 @@
+"""The DuckDB queries of the in-process mirror merge (:mod:`.mirror_local`): pure text builders."""
+
+from __future__ import annotations
+
+from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_DELETE, SEQ
+from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+
+ROW = "__streambed_row"  # a change's position in the changelog table
+FILE, POS = "__streambed_file", "file_row_number"  # a previous row's file and position (DuckDB's)
+NET = "__streambed_net"  # a keyless change's copies added (negative: removed)
+
+
+def net_query(columns: list[str]) -> str:
+    """Each distinct changed row (nulls equal), how many copies the changes add (negative: remove),
+    and the changelog position of one of its images."""
+    selected = ", ".join(quoted(name) for name in columns)
+    count = f"sum(CASE WHEN {OP} = '{OP_DELETE}' THEN -1 ELSE 1 END)::BIGINT"
+    return f"""
+        SELECT {selected}, {count} AS {NET}, min({ROW}) AS {ROW}
+        FROM changes GROUP BY {selected} HAVING {count} <> 0"""
+
+
+def removed_positions_query(columns: list[str], deletes: bool) -> str:
+    """File names and row numbers of previous live rows equal to a removed row, as many per
+    removed row as it loses, at most (``$1``: the data files; ``$2``: the delete files, when
+    ``deletes``)."""
+    condition = " AND ".join(f"previous.{quoted(name)} IS NOT DISTINCT FROM removed.{quoted(name)}"
+                             for name in columns)
+    return f"""
+        SELECT name, pos FROM (
+            SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos, -removed.{NET} AS wanted,
+                   row_number() OVER (PARTITION BY removed.{ROW} ORDER BY previous.{FILE}, previous.{POS}) AS k
+            FROM read_parquet($1, filename = '{FILE}', file_row_number = true, hive_partitioning = false) AS previous
+            JOIN (SELECT * FROM net WHERE {NET} < 0) AS removed ON {condition}{_live_rows(deletes)})
+        WHERE k <= wanted"""
+
+
+def _live_rows(deletes: bool) -> str:
+    """The anti join that drops the previous rows a delete file removes (nothing without ``deletes``)."""
+    if not deletes:
+        return ""
+    return f"""
+            ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
+                       FROM read_parquet($2, hive_partitioning = false)) AS deleted
+            ON parse_filename(previous.{FILE}) = deleted.name AND previous.{POS} = deleted.pos"""
+
+
+def quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def images_query(key: list[str]) -> str:
+    """The changelog position of each changed key's last change, unless it is a delete."""
+    partition = ", ".join(quoted(name) for name in key)
+    return f"""
+        SELECT {ROW} FROM (
+            SELECT {ROW}, {OP}, row_number() OVER (
+                PARTITION BY {partition} ORDER BY {COMMIT_LSN} DESC, {SEQ} DESC) AS rank
+            FROM changes)
+        WHERE rank = 1 AND {OP} <> '{OP_DELETE}'
+        ORDER BY {ROW}"""
+
+
+def positions_query(key: list[str], deletes: bool) -> str:
+    """File names and row numbers of the previous live rows whose key changed (``$1``: the data
+    files; ``$2``: the delete files, when ``deletes``).
+
+    Keys compare with plain equality (a key has no null); rows the previous snapshot already
+    deletes are not deleted again.
+    """
+    condition = " AND ".join(f"previous.{quoted(name)} = changed.{quoted(name)}" for name in key)
+    selected = ", ".join(quoted(name) for name in key)
+    return f"""
+        SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos
+        FROM read_parquet($1, filename = '{FILE}', file_row_number = true, hive_partitioning = false) AS previous
+        SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{_live_rows(deletes)}"""
