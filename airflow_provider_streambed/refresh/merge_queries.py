@@ -20,6 +20,11 @@ def net_query(columns: list[str]) -> str:
         FROM changes GROUP BY {selected} HAVING {count} <> 0"""
 
 
+def copies_query() -> str:
+    """The changelog position of each copy a keyless change adds (``net`` rows with a positive count)."""
+    return f"SELECT {ROW} FROM (SELECT {ROW}, unnest(range({NET})) FROM net WHERE {NET} > 0) ORDER BY {ROW}"
+
+
 def removed_positions_query(columns: list[str], deletes: bool) -> str:
     """File names and row numbers of previous live rows equal to a removed row, as many per
     removed row as it loses, at most (``$1``: the data files; ``$2``: the delete files, when

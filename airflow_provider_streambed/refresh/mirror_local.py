@@ -16,9 +16,10 @@ of the previous files, the whole row being the only identity).
 run's changes are plain row changes on the previous schema; otherwise it returns ``None`` (and
 logs why) and Spark merges:
 
-- the mirror's first cut, a compaction (``rewrite``) of previous files over
-  :data:`~.compact_local.MAX_REWRITE_BYTES`, or a truncate among the changes: the mirror is
-  written whole (a smaller mirror's compaction is written whole here, :mod:`.compact_local`);
+- the mirror's first cut, or a compaction (``rewrite``) of previous files over
+  :data:`~.compact_local.MAX_REWRITE_BYTES`: the mirror is written whole (a smaller mirror's
+  compaction is written whole here, :mod:`.compact_local`, and so is the mirror after a
+  truncate among the changes: the changes after the last truncate, merged on nothing);
 - columns added, dropped or retyped, or the key changed: Spark's merge evolves or refuses them
   (:mod:`.schema`); column names that differ only in case (DuckDB's names do not);
 - unchanged-TOAST values, which need the previous rows' values of those columns;
@@ -47,6 +48,7 @@ from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, 
 from airflow_provider_streambed.refresh.merge_queries import (
     NET,
     ROW,
+    copies_query,
     images_query,
     net_query,
     positions_query,
@@ -118,6 +120,9 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
     changes, why = _changes(source, shape)
     if changes is None:
         return None, why
+    truncates = pc.indices_nonzero(pc.equal(changes[OP], OP_TRUNCATE))
+    if len(truncates):  # the previous rows are gone: the changes after the last truncate are the table
+        return _truncated(source, changes.slice(truncates[-1].as_py() + 1), shape), ""
     if source.capture.keyless and not source.member.append_only:
         images, positions = _locate_rows(source, changes, shape.names, *paths)
     elif source.member.append_only or not source.capture.key_columns:
@@ -162,9 +167,7 @@ def _locate_rows(
         connection.register("changes", counted)
         net = connection.execute(net_query(columns)).to_arrow_table()
         connection.register("net", net)
-        images = connection.execute(
-            f"SELECT {ROW} FROM (SELECT {ROW}, unnest(range({NET})) FROM net WHERE {NET} > 0) ORDER BY {ROW}"
-        ).to_arrow_table()
+        images = connection.execute(copies_query()).to_arrow_table()
         query = removed_positions_query(columns, bool(deletes))
         positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
     removed = -(pc.sum(pc.filter(net[NET], pc.less(net[NET], 0))).as_py() or 0)
@@ -176,6 +179,36 @@ def _locate_rows(
             "table; resync the group (Param resync or streambed resync --group G)"
         )
     return _column(images, ROW), positions
+
+
+def _truncated(source: MirrorInput, changes: pa.Table, shape: pa.Schema) -> LocalMirrorOutput:
+    """The mirror written whole after a truncate: the changes after the last one, merged on nothing.
+
+    Raises:
+        MirrorDivergedError: a keyless change deletes a row no change after the truncate added.
+    """
+    if source.member.append_only or not (source.capture.key_columns or source.capture.keyless):
+        rows = changes.filter(pc.equal(changes[OP], OP_INSERT))
+        return LocalMirrorOutput(rows.select(shape.names).cast(shape), None, "truncated", incremental=False)
+    key = [] if source.capture.keyless else list(source.capture.key_columns)
+    numbered = changes.select([*(key or shape.names), COMMIT_LSN, SEQ, OP]).append_column(
+        ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+    with _database().cursor() as connection:
+        connection.register("changes", numbered)
+        if key:
+            images = connection.execute(images_query(key)).to_arrow_table()
+        else:
+            net = connection.execute(net_query(list(shape.names))).to_arrow_table()
+            if pc.any(pc.less(net[NET], 0)).as_py():
+                raise MirrorDivergedError(
+                    f"group {source.group!r}, member {source.member.name!r}: a change of "
+                    f"{source.member.qualified_table!r} deletes a row that no change after its truncate added; "
+                    "resync the group (Param resync or streambed resync --group G)"
+                )
+            connection.register("net", net)
+            images = connection.execute(copies_query()).to_arrow_table()
+    rows = changes.take(_column(images, ROW)).select(shape.names).cast(shape)
+    return LocalMirrorOutput(rows, None, "truncated", incremental=False)
 
 
 @functools.cache
@@ -212,8 +245,6 @@ def _changes(source: MirrorInput, previous: pa.Schema) -> tuple[pa.Table | None,
         return None, why
     if source.previous_watermark is not None:
         changes = changes.filter(pc.greater_equal(changes[COMMIT_LSN], source.previous_watermark.value))
-    if pc.any(pc.equal(changes[OP], OP_TRUNCATE)).as_py():
-        return None, "truncated"
     for name in source.capture.columns:
         marker = TOAST_MARKER_PREFIX + name
         if marker in changes.column_names and pc.any(changes[marker].cast(pa.bool_())).as_py():

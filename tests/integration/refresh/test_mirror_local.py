@@ -6,6 +6,7 @@ import logging
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
-from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles
+from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
 
@@ -83,8 +84,7 @@ def spark_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
 
 @pytest.mark.parametrize(
     ("change", "reason"),
-    [("toast", "unchanged-TOAST values"), ("truncate", "truncated"), ("column", "the columns changed"),
-     ("turned off", None)],
+    [("toast", "unchanged-TOAST values"), ("column", "the columns changed"), ("turned off", None)],
 )
 def test_spark_merges_what_the_in_process_merge_does_not_take(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture, change: str, reason: str | None
@@ -100,9 +100,6 @@ def test_spark_merges_what_the_in_process_merge_does_not_take(
     model.delete((0,))
     if change == "toast":
         model.update((1,), {}, unchanged_toast=True)
-    elif change == "truncate":
-        model.truncate()
-        model.insert({"id": 7, "note": "after"})
     elif change == "column":
         model.schema = schema.append(pa.field("extra", pa.int32()))
         model.insert({"id": 8, "note": "new", "extra": 1})
@@ -117,6 +114,41 @@ def test_spark_merges_what_the_in_process_merge_does_not_take(
         assert f"member=t: merged by Spark: {reason}" in caplog.text
     rows = [{name: row.get(name) for name in model.schema.names} for row in model.truth()]
     assert sorted_rows(read_files(advance(first, staged)["t"].files), ("id",)) == rows
+
+
+@pytest.mark.parametrize("in_process", ["true", "false"], ids=["in-process", "spark"])
+@pytest.mark.parametrize("kind", ["keyed", "keyless", "append-only"])
+def test_a_truncate_among_the_changes_writes_the_mirror_whole(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str, in_process: str
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("note", pa.string())])
+    group = RefreshGroup("truncating", "src", "cat", "ns", (Mirror("public.t", append_only=kind == "append-only"),))
+    model = TableModel("t", schema, ("id",))
+    for ident in range(5):
+        model.insert({"id": ident, "note": f"n{ident}"})
+    model.commit()
+
+    def capture(directory: Path) -> TableCapture:
+        flushed = model.flush(directory, "t")
+        return replace(flushed, key_columns=(), keyless=True) if kind == "keyless" else flushed
+
+    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [capture(tmp_path / "c1")])))
+    model.delete((0,))
+    model.truncate()
+    model.insert({"id": 7, "note": "after"})
+    model.insert({"id": 8, "note": "after"})
+    if kind != "append-only":
+        model.delete((8,))  # a keyless delete names the whole row: the model logs only the key here
+        model.pending[-1]["note"] = "after"
+    model.commit()
+    spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [capture(tmp_path / "c2")], first, Lsn(1), 2)
+    with caplog.at_level(logging.INFO, logger=mirror_local.__name__), \
+            spark_conf(spark, IN_PROCESS_MERGE_CONF, in_process):
+        staged = run_job(spark, spec)
+    assert ("member=t: rewritten whole in-process (truncated)" in caplog.text) == (in_process == "true")
+    assert not staged["t"].incremental and not staged["t"].delete_files
+    rows = sorted_rows(read_files(advance(first, staged)["t"].files), ("id",))
+    assert rows == [{"id": 7, "note": "after"}] + ([{"id": 8, "note": "after"}] if kind == "append-only" else [])
 
 
 def test_a_value_the_previous_files_refuse_leaves_the_merge_to_spark(
