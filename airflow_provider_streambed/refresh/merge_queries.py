@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_DELETE, SEQ
+from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_DELETE, SEQ, TOAST_MARKER_PREFIX
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 
 ROW = "__streambed_row"  # a change's position in the changelog table
@@ -18,6 +18,35 @@ def net_query(columns: list[str]) -> str:
     return f"""
         SELECT {selected}, {count} AS {NET}, min({ROW}) AS {ROW}
         FROM changes GROUP BY {selected} HAVING {count} <> 0"""
+
+
+def unchanged_values_query(key: list[str], columns: list[str]) -> str:
+    """Per new image (``images``) with an unchanged-TOAST marker, each marked column's value: its
+    key's latest earlier unmarked change in ``changes``, else its previous row (``previous``, by
+    key). A delete as that latest change, or neither, fails the query: the value is unknown."""
+    partition = ", ".join(quoted(name) for name in key)
+    window = f"PARTITION BY {partition} ORDER BY {COMMIT_LSN}, {SEQ} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+    earlier = ", ".join(
+        f"coalesce({quoted(TOAST_MARKER_PREFIX + name)}, false) AS {quoted('m_' + name)}, "
+        f"last_value(CASE WHEN NOT coalesce({quoted(TOAST_MARKER_PREFIX + name)}, false) THEN "
+        f"struct_pack(v := {quoted(name)}, d := {OP} = '{OP_DELETE}') END IGNORE NULLS) OVER ({window}) "
+        f"AS {quoted('e_' + name)}"
+        for name in columns
+    )
+    unknown = "error('an unchanged-TOAST value has no earlier image of its key')"
+    resolved = ", ".join(
+        f"CASE WHEN NOT h.{quoted('m_' + name)} THEN NULL WHEN h.{quoted('e_' + name)} IS NOT NULL THEN "
+        f"(CASE WHEN h.{quoted('e_' + name)}.d THEN {unknown} ELSE h.{quoted('e_' + name)}.v END) "
+        f"WHEN p.__found THEN p.{quoted(name)} ELSE {unknown} END AS {quoted(name)}"
+        for name in columns
+    )
+    joined = " AND ".join(f"h.{quoted(name)} = p.{quoted(name)}" for name in key)
+    return f"""
+        SELECT h.{ROW}, {resolved}
+        FROM (SELECT {ROW}, {partition}, {earlier} FROM changes) AS h
+        LEFT JOIN (SELECT *, true AS __found FROM previous) AS p ON {joined}
+        WHERE h.{ROW} IN (SELECT {ROW} FROM images)
+        ORDER BY h.{ROW}"""
 
 
 def copies_query() -> str:
@@ -66,16 +95,18 @@ def images_query(key: list[str]) -> str:
         ORDER BY {ROW}"""
 
 
-def positions_query(key: list[str], deletes: bool) -> str:
+def positions_query(key: list[str], deletes: bool, values: list[str] | None = None) -> str:
     """File names and row numbers of the previous live rows whose key changed (``$1``: the data
-    files; ``$2``: the delete files, when ``deletes``).
+    files; ``$2``: the delete files, when ``deletes``), with their key and ``values`` columns
+    when ``values`` is given.
 
     Keys compare with plain equality (a key has no null); rows the previous snapshot already
     deletes are not deleted again.
     """
     condition = " AND ".join(f"previous.{quoted(name)} = changed.{quoted(name)}" for name in key)
     selected = ", ".join(quoted(name) for name in key)
+    carried = "".join(f", previous.{quoted(name)}" for name in [*key, *values]) if values is not None else ""
     return f"""
-        SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos
+        SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos{carried}
         FROM read_parquet($1, filename = '{FILE}', file_row_number = true, hive_partitioning = false) AS previous
         SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{_live_rows(deletes)}"""

@@ -22,7 +22,7 @@ logs why) and Spark merges:
   truncate among the changes: the changes after the last truncate, merged on nothing);
 - columns added, dropped or retyped, or the key changed: Spark's merge evolves or refuses them
   (:mod:`.schema`); column names that differ only in case (DuckDB's names do not);
-- unchanged-TOAST values, which need the previous rows' values of those columns;
+- unchanged-TOAST values after a truncate in the same run (their values are unknown);
 - more than :data:`MAX_CHANGES` changes (the changelog is read whole into memory);
 - changelog segments of different schemas, files not on a local file system, or any failure of
   the in-process merge (logged as a warning).
@@ -53,6 +53,7 @@ from airflow_provider_streambed.refresh.merge_queries import (
     net_query,
     positions_query,
     removed_positions_query,
+    unchanged_values_query,
 )
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
@@ -122,33 +123,63 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         return None, why
     truncates = pc.indices_nonzero(pc.equal(changes[OP], OP_TRUNCATE))
     if len(truncates):  # the previous rows are gone: the changes after the last truncate are the table
-        return _truncated(source, changes.slice(truncates[-1].as_py() + 1), shape), ""
+        after = changes.slice(truncates[-1].as_py() + 1)
+        if _marked(source, after):
+            return None, "unchanged-TOAST values after a truncate"
+        return _truncated(source, after, shape), ""
     if source.capture.keyless and not source.member.append_only:
         images, positions = _locate_rows(source, changes, shape.names, *paths)
+        rows = changes.take(images)
     elif source.member.append_only or not source.capture.key_columns:
         inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
         merged = LocalMirrorOutput(inserted, None, "append-only")
         return (rewrite_whole(*paths, shape, merged, source.rewrite) if source.rewrite else merged), ""
     else:
-        images, positions = _locate(changes, list(source.capture.key_columns), *paths)
-    merged = LocalMirrorOutput(changes.take(images).select(shape.names).cast(shape), _deletes(source, positions),
-                               "merge-on-read")
+        markers = _marked(source, changes)
+        images, positions, unchanged = _locate(changes, list(source.capture.key_columns), *paths, markers)
+        rows = _with_unchanged_values(changes.take(images), markers, unchanged)
+    merged = LocalMirrorOutput(rows.select(shape.names).cast(shape), _deletes(source, positions), "merge-on-read")
     return (rewrite_whole(*paths, shape, merged, source.rewrite) if source.rewrite else merged), ""
 
 
 def _locate(
-    changes: pa.Table, key: list[str], data: tuple[str, ...], deletes: tuple[str, ...]
-) -> tuple[pa.Array, pa.Table]:
-    """The changelog positions of the new images, and the file names and row numbers of the
-    previous rows to delete."""
-    ranked = changes.select([*key, COMMIT_LSN, SEQ, OP]).append_column(
+    changes: pa.Table, key: list[str], data: tuple[str, ...], deletes: tuple[str, ...], markers: list[str]
+) -> tuple[pa.Array, pa.Table, pa.Table | None]:
+    """The changelog positions of the new images, the file names and row numbers of the previous
+    rows to delete, and (with ``markers``) the values of the images' unchanged-TOAST columns."""
+    flags = [TOAST_MARKER_PREFIX + name for name in markers]
+    ranked = changes.select([*key, COMMIT_LSN, SEQ, OP, *flags, *markers]).append_column(
         ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+    parameters = [list(data), list(deletes)] if deletes else [list(data)]
     with _database().cursor() as connection:  # a connection of its own: its registered tables are its own
         connection.register("changes", ranked)
         images = connection.execute(images_query(key)).to_arrow_table()
-        query = positions_query(key, bool(deletes))
-        positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
-    return _column(images, ROW), positions
+        positions = connection.execute(positions_query(key, bool(deletes), markers if markers else None),
+                                       parameters).to_arrow_table()
+        unchanged = None
+        if markers:  # the previous rows' values, for the images whose key has no earlier change
+            connection.register("images", images)
+            connection.register("previous", positions.select([*key, *markers]))
+            unchanged = connection.execute(unchanged_values_query(key, markers)).to_arrow_table()
+    return _column(images, ROW), positions, unchanged
+
+
+def _marked(source: MirrorInput, changes: pa.Table) -> list[str]:
+    """The columns some of ``changes`` mark as unchanged-TOAST values (their value not sent)."""
+    flags = {name: TOAST_MARKER_PREFIX + name for name in source.capture.columns}
+    return [name for name, flag in flags.items()
+            if flag in changes.column_names and pc.any(changes[flag].cast(pa.bool_())).as_py()]
+
+
+def _with_unchanged_values(images: pa.Table, markers: list[str], unchanged: pa.Table | None) -> pa.Table:
+    """``images`` with each marked column's value taken from ``unchanged`` (same order) where marked."""
+    for name in markers:
+        assert unchanged is not None
+        marked = images[TOAST_MARKER_PREFIX + name].cast(pa.bool_()).fill_null(False)
+        value = unchanged[name].cast(images.schema.field(name).type)
+        images = images.set_column(images.schema.get_field_index(name), images.schema.field(name),
+                                   pc.if_else(marked, value, images[name]))
+    return images
 
 
 def _locate_rows(
@@ -245,10 +276,6 @@ def _changes(source: MirrorInput, previous: pa.Schema) -> tuple[pa.Table | None,
         return None, why
     if source.previous_watermark is not None:
         changes = changes.filter(pc.greater_equal(changes[COMMIT_LSN], source.previous_watermark.value))
-    for name in source.capture.columns:
-        marker = TOAST_MARKER_PREFIX + name
-        if marker in changes.column_names and pc.any(changes[marker].cast(pa.bool_())).as_py():
-            return None, "unchanged-TOAST values"
     return changes, ""
 
 
