@@ -13,7 +13,7 @@ transactions with commit LSN < W. The copy and the decoded changes are disjoint,
 reaches the mirror once (an append-only or keyless mirror counts rows: a repeat would show).
 
 **A mirror added to a group that already has cuts.** Its table is added to the publication
-(``ALTER PUBLICATION ... SET TABLE``, committed by :func:`.source.ensure_source`) and then copied
+(``ALTER PUBLICATION ... SET TABLE``, committed by :func:`.setup.ensure_source`) and then copied
 at a snapshot exported (``pg_export_snapshot()``) after that commit. Changes committed after the ALTER
 are decoded; those committed before it are in the copy; those committed between the ALTER and
 the copy's snapshot would be in both. So the export also reads the snapshot's visibility

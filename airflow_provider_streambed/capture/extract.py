@@ -289,7 +289,7 @@ def extract_changes(
     Args:
         conn: an autocommit connection to the source database (its session settings are pinned).
         group: the refresh group.
-        tables: the mirrored tables by member name (from :func:`.source.ensure_source`).
+        tables: the mirrored tables by member name (from :func:`.setup.ensure_source`).
         capture_dir: the run's ``_capture`` directory URI; files go to ``<member>/changes-*.parquet``.
         start: the slot's confirmed position.
         watermark: W.

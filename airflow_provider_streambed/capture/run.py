@@ -27,6 +27,7 @@ from airflow_provider_streambed.capture.extract import ExtractResult, extract_ch
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.names import slot_name
 from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, renamed_columns, resync_reasons
+from airflow_provider_streambed.capture.setup import ensure_source
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
     REMEDY,
@@ -34,7 +35,7 @@ from airflow_provider_streambed.capture.slot import (
     slot_position,
     warn_retention,
 )
-from airflow_provider_streambed.capture.source import SourceTable, ensure_source, table_storage
+from airflow_provider_streambed.capture.source import SourceTable, table_storage
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup

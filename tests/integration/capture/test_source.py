@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
+from airflow_provider_streambed.capture.setup import ensure_source
 from airflow_provider_streambed.capture.slot import advance_slot, check_slot, drop_slot
-from airflow_provider_streambed.capture.source import ensure_source
 from airflow_provider_streambed.capture.watermark import current_flush_lsn, pin_watermark
 from airflow_provider_streambed.exceptions import SlotError, SourceError, WatermarkError
 from airflow_provider_streambed.ledger import Ledger
