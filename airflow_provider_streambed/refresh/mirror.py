@@ -12,13 +12,7 @@ such markers) and Spark's file name and row index of the previous files. The mir
 whole instead on its first cut, after a truncate, when columns were added (so a snapshot's
 files share one schema), and when the plan asks for it (compaction).
 
-A keyless mirror (:attr:`~airflow_provider_streambed.staging.TableCapture.keyless`) is a
-multiset: per distinct row (nulls equal), its inserts minus its deletes (an update is a delete of
-its old image and an insert) is how many copies the run adds or removes. Added copies are new
-data files; a removed copy deletes one previous live row equal to it by position, as many as it
-loses. A delete of a row the previous cut does not hold fails the merge
-(:class:`~airflow_provider_streambed.exceptions.MirrorDivergedError`): the mirror is no longer
-its source.
+A keyless mirror is merged as a multiset (:mod:`.mirror_multiset`).
 """
 
 from __future__ import annotations
@@ -35,11 +29,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
-from airflow_provider_streambed.exceptions import MirrorDivergedError, RefreshError
+from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
 from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
 from airflow_provider_streambed.refresh.schema import check_mirror_schema
-from airflow_provider_streambed.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
+from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,
@@ -61,8 +56,6 @@ BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"  # -1 (broadcasts o
 #: First key columns whose range prunes the previous files: types whose values come back from
 #: Spark to Python and go back as literals unchanged (timestamps would shift by the driver's zone).
 RANGED_TYPES = (IntegralType, StringType, DecimalType, DateType)
-#: A keyless change's count column: copies of its row added (negative: removed).
-NET = "_net"
 #: Prefix of the column holding a marked column's earlier image while the last images are picked.
 EARLIER_PREFIX = "__earlier_"
 #: File size a mirror written whole over its previous files aims at (Spark's default split size).
@@ -108,12 +101,12 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
     few = source.capture.changes <= BROADCAST_CHANGES and spark.conf.get(BROADCAST_THRESHOLD) != "-1"
     keyless = source.capture.keyless and not source.member.append_only
     if keyless and previous is not None and not reason:
-        return MirrorOutput(*_net_rows(source, previous, change_rows, columns, few), True, "merge-on-read")
+        return MirrorOutput(*net_rows(source, previous, change_rows, columns, few), True, "merge-on-read")
     if previous is not None and not reason:
         return _incremental(previous, change_rows, columns, key, markers, facts, few)
     whole = _previous_rows(previous.rows(), changes.schema, columns, markers) if previous is not None else None
     if keyless:
-        rows = _multiset(change_rows if whole is None else whole.unionByName(change_rows), columns)
+        rows = multiset(change_rows if whole is None else whole.unionByName(change_rows), columns)
     elif not key:
         appended = change_rows.where(F.col(OP) == OP_INSERT).select(*columns)
         rows = appended if whole is None else whole.select(*columns).unionByName(appended)
@@ -163,57 +156,6 @@ def _incremental(
     else:
         images = _last_images(change_rows, columns, key, markers)
     return MirrorOutput(images, previous.deletes_of(touched), True, "merge-on-read")
-
-
-def _net(rows: DataFrame, columns: list[str]) -> DataFrame:
-    """Each distinct row (nulls equal) with ``_net``: how many copies ``rows`` add (a delete, ``D``,
-    removes one; every other row adds one); rows that net to zero are left out."""
-    count = F.sum(F.when(F.col(OP) == OP_DELETE, -1).otherwise(1)).alias(NET)
-    return rows.groupBy(*columns).agg(count).where(F.col(NET) != 0)
-
-
-def _copies(net: DataFrame, columns: list[str]) -> DataFrame:
-    """``_net`` copies of each row of ``net`` whose ``_net`` is positive."""
-    return net.where(F.col(NET) > 0).select(*columns, F.explode(F.array_repeat(F.lit(0), F.col(NET).cast("int"))))
-
-
-def _multiset(rows: DataFrame, columns: list[str]) -> DataFrame:
-    """A keyless mirror written whole: each distinct row as many times as the previous rows and
-    the changes leave it; fails the job when the changes delete a row the previous rows lack."""
-    net = _net(rows, columns).withColumn(NET, F.when(F.col(NET) > 0, F.col(NET)).otherwise(
-        F.raise_error(F.lit("a change deletes a row that the previous cut does not hold: the mirror no longer "
-                            "equals its source table; resync the group"))))
-    return _copies(net, columns).select(*columns)
-
-
-def _net_rows(
-    source: MirrorInput, previous: SnapshotScan, change_rows: DataFrame, columns: list[str], few: bool
-) -> tuple[DataFrame, DataFrame]:
-    """A keyless mirror merge-on-read: the rows the changes add, and position deletes of as many
-    previous live rows equal to each row the changes remove as they remove.
-
-    Raises:
-        MirrorDivergedError: the previous cut holds fewer rows equal to a removed row than the
-            changes remove.
-    """
-    net = _net(change_rows, columns)
-    removed = net.where(F.col(NET) < 0).select(*[F.col(name).alias(f"_removed_{name}") for name in columns], NET)
-    condition = reduce(and_, [F.col(name).eqNullSafe(removed[f"_removed_{name}"]) for name in columns])
-    candidates = previous.rows(columns, positions=True).join(F.broadcast(removed) if few else removed, condition)
-    order = Window.partitionBy(*[f"_removed_{name}" for name in columns]).orderBy(ROW_FILE, ROW_POS)
-    # cached: the previous rows are read once, for the check and for the deletes (a few rows' positions)
-    ranked = candidates.withColumn("_rank", F.row_number().over(order))
-    chosen = ranked.where(F.col("_rank") <= -F.col(NET)).select(ROW_FILE, ROW_POS).cache()
-    wanted = removed.agg(F.coalesce(-F.sum(NET), F.lit(0))).first()
-    found = chosen.count()
-    if wanted is not None and found < wanted[0]:
-        raise MirrorDivergedError(
-            f"group {source.group!r}, member {source.member.name!r}: the previous cut holds {wanted[0] - found} "
-            f"fewer rows equal to rows the changes of {source.member.qualified_table!r} delete than they delete: "
-            "the mirror no longer equals its source table; resync the group (Param resync or streambed resync "
-            "--group G)"
-        )
-    return _copies(net, columns).select(*columns), previous.deletes_of(chosen)
 
 
 def _bound(value: Any) -> Column:
