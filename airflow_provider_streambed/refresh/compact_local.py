@@ -21,8 +21,11 @@ import pyarrow.parquet as pq
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 
-#: Mirrors whose previous files hold up to this many bytes are compacted in this process (the
-#: table is read whole into memory, about three times its Parquet size); larger ones by Spark.
+#: Mirrors whose previous files hold up to this many bytes are compacted in this process; larger
+#: ones by Spark. Measured (2 cores, 8 files, 0.1 % of rows changed, merge and stage): 5 MiB
+#: 0.13 s here against 2.8 s on a warm local Spark session, 26 MiB 0.35 s against 2.6 s, 65 MiB
+#: 0.96 s against 3.4 s (a cold spark-submit adds 10-20 s). What bounds it is memory: the table
+#: is read whole, about three times its Parquet size, on the Airflow worker.
 MAX_REWRITE_BYTES = 64 * 1024 * 1024
 
 
