@@ -1,5 +1,5 @@
-"""Airflow end-to-end fixtures: a migrated SQLite metadata DB, connections, DAG sync, re-runs and
-the bank DAG run under a concurrent writer."""
+"""Airflow end-to-end fixtures: a migrated SQLite metadata DB, connections, DAG sync, re-runs,
+the bank DAG run under a concurrent writer, and an OpenLineage file transport."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from airflow_provider_streambed.examples.bank import Writer, load_bank
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh.submit import LOCAL_CONF
 from tests.integration.airflow.bank import check_cut
+from tests.integration.airflow.observers import clear_openlineage_config
 
 #: The logical date of a test DAG's first run.
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -51,6 +52,34 @@ def bank_connections(
     }))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     return {"uri": sqlite_catalog_uri, "warehouse": warehouse}
+
+
+@pytest.fixture
+def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Events of this test, one JSON per line (the OpenLineage file transport).
+
+    The provider's plugin registers its listener only if OpenLineage was configured when the
+    plugin was imported; earlier tests of the session imported it unconfigured, so the listener is
+    registered here with Airflow's listener managers (and removed after).
+    """
+    from airflow.listeners.listener import get_listener_manager as core_listeners
+    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+    from airflow.sdk.listener import get_listener_manager as task_listeners
+
+    path = tmp_path / "openlineage.jsonl"
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
+                       json.dumps({"type": "file", "log_file_path": str(path), "append": True}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "streambed-tests")
+    clear_openlineage_config()
+    listener = get_openlineage_listener()
+    added = [manager for manager in (core_listeners(), task_listeners()) if not manager.pm.is_registered(listener)]
+    for manager in added:
+        manager.add_listener(listener)
+    yield path
+    for manager in added:
+        manager.pm.unregister(listener)
+    monkeypatch.undo()
+    clear_openlineage_config()
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,8 @@ facets, and its capture and publish tasks link to the group's Streambed page."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -19,51 +16,10 @@ from airflow_provider_streambed import StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import load_bank, move_money
 from airflow_provider_streambed.read import CutReader
 from tests.integration.airflow.conftest import spark_kwargs, sync_dags
+from tests.integration.airflow.observers import events, stored_link, urlparse_path
 
 pytestmark = pytest.mark.slow
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-def clear_openlineage_config() -> None:
-    """Forget the OpenLineage provider's cached configuration (read from the environment once)."""
-    from airflow.providers.openlineage import conf
-
-    for value in vars(conf).values():
-        if callable(getattr(value, "cache_clear", None)):
-            value.cache_clear()
-
-
-@pytest.fixture
-def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Events of this test, one JSON per line (the OpenLineage file transport).
-
-    The provider's plugin registers its listener only if OpenLineage was configured when the
-    plugin was imported; earlier tests of the session imported it unconfigured, so the listener is
-    registered here with Airflow's listener managers (and removed after).
-    """
-    from airflow.listeners.listener import get_listener_manager as core_listeners
-    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
-    from airflow.sdk.listener import get_listener_manager as task_listeners
-
-    path = tmp_path / "openlineage.jsonl"
-    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
-                       json.dumps({"type": "file", "log_file_path": str(path), "append": True}))
-    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "streambed-tests")
-    clear_openlineage_config()
-    listener = get_openlineage_listener()
-    added = [manager for manager in (core_listeners(), task_listeners()) if not manager.pm.is_registered(listener)]
-    for manager in added:
-        manager.add_listener(listener)
-    yield path
-    for manager in added:
-        manager.pm.unregister(listener)
-    monkeypatch.undo()
-    clear_openlineage_config()
-
-
-def events(path: Path, task: str, event_type: str) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [e for e in lines if e["job"]["name"] == f"bank_lineage.bank.{task}" and e["eventType"] == event_type]
 
 
 def test_each_step_names_what_it_read_and_wrote(
@@ -120,20 +76,3 @@ def test_each_step_names_what_it_read_and_wrote(
     assert stored_link(dag_run, "bank.publish_cut", "CutLink") == f"/streambed/groups/lakehouse/bank?cut={cut.cut_id}"
     assert stored_link(dag_run, "bank.capture_watermark", "HoldbackLink") == "/streambed/groups/lakehouse/bank"
 
-
-def stored_link(dag_run: Any, task_id: str, link: str) -> str:
-    """The URL Airflow stored for a task's extra link (what the UI shows)."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.execute(XComModel.get_many(key=f"_link_{link}", run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
-                                                 task_ids=task_id).with_only_columns(XComModel.value)).first()
-    assert row is not None, f"{task_id} stored no {link}"
-    return str(row[0])
-
-
-def urlparse_path(uri: str) -> str:
-    from urllib.parse import urlparse
-
-    return urlparse(uri).path

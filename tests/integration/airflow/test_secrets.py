@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,38 +24,10 @@ from sqlalchemy import select
 from airflow_provider_streambed import StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import load_bank
 from tests.integration.airflow.conftest import spark_kwargs, sync_dags
+from tests.integration.airflow.observers import SECRET, Watch
 
 pytestmark = pytest.mark.slow
-SECRET = "Pw-streambed-7f3a9c"
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
-
-
-class Watch(threading.Thread):
-    """Scans every process's command line and the warehouse's files while the run goes on."""
-
-    def __init__(self, warehouse: Path) -> None:
-        super().__init__(daemon=True)
-        self.warehouse, self.stop, self.found, self.scans = warehouse, threading.Event(), set[str](), 0
-
-    def run(self) -> None:
-        while not self.stop.wait(0.05):
-            self.scan()
-
-    def scan(self) -> None:
-        self.scans += 1
-        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:  # the process ended meanwhile
-                continue
-            if SECRET in text:
-                self.found.add(f"{cmdline}: {text[:200]}")
-        for path in self.warehouse.rglob("*"):
-            try:
-                if path.is_file() and SECRET.encode() in path.read_bytes():
-                    self.found.add(str(path))
-            except OSError:  # moved or deleted meanwhile (staging)
-                continue
 
 
 def test_the_source_password_appears_nowhere(
