@@ -84,10 +84,11 @@ def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
 
 @dataclass(frozen=True)
 class WriterRuns:
-    """What :func:`run_bank_under_writer` ran: its DAG, the cuts, the transfer ids each cut holds
-    (in cut order) and every transfer the writer committed."""
+    """What :func:`run_bank_under_writer` ran: its DAG, its last DAG run, the cuts, the transfer ids
+    each cut holds (in cut order) and every transfer the writer committed."""
 
     dag: Any
+    last_run: Any
     cuts: list[Cut]
     holdings: list[set[int]]
     journal: set[int]
@@ -123,12 +124,13 @@ def run_bank_under_writer(
                 assert dag_run.state == "success", [(ti.task_id, ti.state) for ti in dag_run.get_task_instances()]
         finally:
             journal = set(writer.stop())
-        assert dag.test(logical_date=START + dt.timedelta(hours=runs)).state == "success"
+        last_run = dag.test(logical_date=START + dt.timedelta(hours=runs))
+        assert last_run.state == "success"
         cuts = CutReader(bank_connections, bank).list()
         assert [cut.cut_id for cut in cuts] == list(range(1, runs + 2))
         holdings = [check_cut(cut, journal) for cut in cuts]
         assert holdings[-1] == journal, "the last cut after the writer stopped misses or invents transfers"
-        return WriterRuns(dag, cuts, holdings, journal)
+        return WriterRuns(dag, last_run, cuts, holdings, journal)
 
     return run
 

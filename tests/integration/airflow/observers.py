@@ -48,9 +48,10 @@ def clear_openlineage_config() -> None:
             value.cache_clear()
 
 
-def events(path: Path, task: str, event_type: str) -> list[dict[str, Any]]:
+def lineage_events(path: Path, job: str, event_type: str) -> list[dict[str, Any]]:
+    """The OpenLineage events of type ``event_type`` that ``job`` (``<dag_id>.<task_id>``) wrote to ``path``."""
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [e for e in lines if e["job"]["name"] == f"bank_lineage.bank.{task}" and e["eventType"] == event_type]
+    return [e for e in lines if e["job"]["name"] == job and e["eventType"] == event_type]
 
 
 def stored_link(dag_run: Any, task_id: str, link: str) -> str:

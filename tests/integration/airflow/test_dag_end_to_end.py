@@ -1,9 +1,14 @@
-"""End to end under Airflow's ``dag.test()``: real PostgreSQL, Spark local[2] and a SQLite catalog."""
+"""End to end under Airflow's ``dag.test()``: real PostgreSQL, Spark local[2] and a SQLite catalog.
+
+The bank DAG under a writer is also where lineage, extra links and the source password are
+checked (one set of runs serves all three)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
+import os
 import random
 import sys
 from collections.abc import Callable
@@ -14,6 +19,7 @@ from urllib.parse import urlparse
 import psycopg
 import pytest
 from airflow.sdk import DAG, Asset
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import select
 
 from airflow_provider_streambed import CutRetention, Mirror, PythonMember, RefreshGroup, StreambedRefreshGroup
@@ -27,6 +33,7 @@ from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.airflow.bank import check_cut
 from tests.integration.airflow.conftest import START, WriterRuns, rerun, spark_kwargs, sync_dags
 from tests.integration.airflow.members import FLAKY_FLAG
+from tests.integration.airflow.observers import SECRET, Watch, lineage_events, stored_link, urlparse_path
 
 pytestmark = pytest.mark.slow
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "dags"))
@@ -50,8 +57,31 @@ def _queued(dag_id: str) -> int:
         return len(session.scalars(select(AssetDagRunQueue).where(AssetDagRunQueue.target_dag_id == dag_id)).all())
 
 
-def test_bank_runs_under_a_concurrent_writer(run_bank_under_writer: Callable[..., WriterRuns]) -> None:
-    ran = run_bank_under_writer("bank_e2e", 5, **spark_kwargs())  # cuts 1..6, each keeps the invariant
+def test_bank_runs_under_a_concurrent_writer(
+    run_bank_under_writer: Callable[..., WriterRuns], bank_connections: dict[str, str], pg_dsn: str,
+    lineage_file: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Six runs of the example bank DAG under a writer: every cut keeps the invariant and grows, one
+    Asset event per cut; every step writes OpenLineage events naming what it read and wrote, the
+    tasks link to the Streambed page; and the source password, given to the connection, appears
+    in no command line, warehouse or staged file (the job spec too), log line, XCom or rendered field.
+
+    The test cluster trusts local connections, so the password is not checked by the server; it
+    still travels through every path the provider gives it (conninfo for the replication and copy
+    sessions, the hooks), which is what the watch sees."""
+    params = conninfo_to_dict(pg_dsn)
+    monkeypatch.setenv("AIRFLOW_CONN_BANK_PG", json.dumps({
+        "conn_type": "postgres", "host": params["host"], "port": int(str(params["port"])),
+        "login": params["user"], "password": SECRET, "schema": params["dbname"],
+    }))
+    watch = Watch(Path(bank_connections["warehouse"].removeprefix("file://")))
+    watch.start()
+    try:
+        ran = run_bank_under_writer("bank_e2e", 5, **spark_kwargs())  # cuts 1..6, each keeps the invariant
+    finally:
+        watch.stop.set()
+        watch.join()
 
     seen: set[int] = set()
     for previous, cut, ids in zip([None, *ran.cuts], ran.cuts, ran.holdings, strict=False):
@@ -62,6 +92,70 @@ def test_bank_runs_under_a_concurrent_writer(run_bank_under_writer: Callable[...
     events = _asset_events("streambed://lakehouse/bank/balances")
     assert sorted(event["cut_id"] for event in events) == [1, 2, 3, 4, 5, 6]
     assert {event["watermark_lsn"] for event in events} == {str(cut.watermark) for cut in ran.cuts}
+
+    _check_lineage(lineage_file, ran, params, bank_connections["warehouse"])
+    watch.scan()
+    assert watch.scans > 20 and not watch.found, watch.found
+    _check_no_secret(ran.dag.dag_id, capfd, caplog)
+
+
+def _check_lineage(path: Path, ran: WriterRuns, source: dict[str, Any], warehouse_uri: str) -> None:
+    """Each run's steps wrote START and COMPLETE; the last run's events name the source tables, the
+    member tables at the last cut, and its tasks stored the links to the group's page."""
+    job = f"{ran.dag.dag_id}.bank"
+    for task in ("capture_watermark", "refresh_group", "publish_cut"):
+        assert len(lineage_events(path, f"{job}.{task}", "START")) == len(ran.cuts), task
+        assert len(lineage_events(path, f"{job}.{task}", "COMPLETE")) == len(ran.cuts), task
+
+    host, port, database = source["host"], source["port"], source["dbname"]
+    captured = lineage_events(path, f"{job}.capture_watermark", "COMPLETE")[-1]
+    assert {(d["namespace"], d["name"]) for d in captured["inputs"]} == {
+        (f"postgres://{host}:{port}", f"{database}.public.accounts"),
+        (f"postgres://{host}:{port}", f"{database}.public.transfers"),
+    }
+    assert captured["outputs"] == []
+    cut = ran.cuts[-1]
+    run_facet = captured["run"]["facets"]["streambed"]
+    assert (run_facet["group"], run_facet["watermark"]) == ("bank", str(cut.watermark))
+
+    published = lineage_events(path, f"{job}.publish_cut", "COMPLETE")[-1]
+    facet = published["run"]["facets"]["streambed"]
+    assert (facet["cutId"], facet["watermark"]) == (cut.cut_id, str(cut.watermark))
+    warehouse = urlparse_path(warehouse_uri)
+    outputs = {d["name"]: d for d in published["outputs"]}
+    assert set(outputs) == {f"{warehouse}/bank/{name}" for name in ("accounts", "transfers", "balances")}
+    rows = cut.row_counts()
+    for name, member in cut.members.items():
+        dataset = outputs[f"{warehouse}/bank/{name}"]
+        assert dataset["namespace"] == "file"
+        assert dataset["facets"]["version"]["datasetVersion"] == str(member.snapshot_id)
+        assert dataset["facets"]["symlinks"]["identifiers"][0]["name"] == f"bank.{name}"
+        assert dataset["outputFacets"]["outputStatistics"]["rowCount"] == rows[name]
+
+    refreshed = lineage_events(path, f"{job}.refresh_group", "COMPLETE")[-1]  # balances reads accounts, transfers
+    assert {d["name"] for d in refreshed["inputs"]} == {f"{warehouse}/bank/accounts", f"{warehouse}/bank/transfers"}
+
+    # The links Airflow stored for the UI (it builds them from XCom after each task).
+    last = ran.last_run
+    assert stored_link(last, "bank.publish_cut", "CutLink") == f"/streambed/groups/lakehouse/bank?cut={cut.cut_id}"
+    assert stored_link(last, "bank.capture_watermark", "HoldbackLink") == "/streambed/groups/lakehouse/bank"
+
+
+def _check_no_secret(dag_id: str, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """The source password is in no output or log line of the test, nor in any XCom or rendered field of the DAG."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    output = capfd.readouterr()
+    assert SECRET not in output.out + output.err + caplog.text
+    with create_session() as session:
+        xcoms: list[Any] = list(session.scalars(select(XComModel.value).where(XComModel.dag_id == dag_id)))
+        rendered = list(session.scalars(select(RenderedTaskInstanceFields.rendered_fields).where(
+            RenderedTaskInstanceFields.dag_id == dag_id)))
+    assert xcoms and rendered
+    assert SECRET not in json.dumps(xcoms, default=str) + json.dumps(rendered, default=str)
+    assert os.environ["AIRFLOW_CONN_BANK_PG"].count(SECRET) == 1  # the test did hand it over
 
 
 def test_failed_member_retry_and_cleared_publish(bank_connections: dict[str, str], pg_dsn: str,
