@@ -55,7 +55,10 @@ def test_a_plain_install_refreshes_through_spark_connect(pg_dsn: str, sqlite_cat
     assert python is not None
     venv = tmp_path / "venv"
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
-    installed = subprocess.run([str(venv / "bin/pip"), "install", "-q", str(REPO)], capture_output=True, text=True)
+    # --no-compile: byte-compiling ~160 packages (Airflow's thousands of modules) took a third of the
+    # install; the script below compiles what it imports
+    installed = subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-compile", str(REPO)],
+                               capture_output=True, text=True)
     assert installed.returncode == 0, installed.stderr[-2000:]
     packages = subprocess.run([str(venv / "bin/pip"), "list"], capture_output=True, text=True, check=True).stdout
     assert "pyspark-client" in packages and "\npyspark " not in packages
