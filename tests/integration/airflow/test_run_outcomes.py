@@ -77,21 +77,53 @@ def slot_position(dsn: str, group: Any) -> str:
         return str(check_slot(conn, group).confirmed_flush)
 
 
+def asset_event_cuts(uri: str) -> list[int]:
+    """The cut ids of every Asset event for ``uri``."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(AssetEvent).join(AssetModel, AssetModel.id == AssetEvent.asset_id).where(AssetModel.uri == uri)
+        return sorted(event.extra["cut_id"] for event in session.scalars(query).all())
+
+
 def test_a_quiet_source_runs_unchanged_and_the_next_write_publishes(
-    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, bank: Any, capsys: pytest.CaptureFixture[str]
+    bank_connections: dict[str, str], pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, bank: Any,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Both faces on one quiet source (one wait for the WAL to settle): ``refresh_once`` of the bank
+    group, and ``dag.test()`` of the same group named ``quiet``. Each catches up once, then runs
+    unchanged three times (no Spark, no slot move, no cut, no Asset event), then publishes the next write.
+    Then an ``ADD COLUMN ... DEFAULT`` under ``dag.test()``: the member is copied again, its older rows
+    read the default, and the bank invariant holds."""
+    from airflow.sdk import DAG
+
+    from airflow_provider_streambed import StreambedRefreshGroup
+
     load_bank(pg_dsn)
     event_logs = EventLogs(tmp_path / "spark-events")
     properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
     options: dict[str, Any] = {"source_dsn": pg_dsn, "catalog_properties": properties, "spark_conf": event_logs.conf()}
+    # A group of its own (name, namespace, Asset alias): other tests' DAGs run the bank group too.
+    quiet = dataclasses.replace(bank, name="quiet", namespace="quiet")
+    dag_event_logs = EventLogs(tmp_path / "dag-spark-events")
+    dag_options = spark_kwargs()
+    dag_options["spark_conf"].update(dag_event_logs.conf())
+    with DAG("quiet_e2e", schedule=None, start_date=START, max_active_runs=1) as dag:
+        StreambedRefreshGroup(quiet, **dag_options)
+    sync_dags(dag)
     assert refresh_once(bank, **options).cut.cut_id == 1
+    assert dag.test(logical_date=START).state == "success"
     wait_for_quiet_wal(pg_dsn)
-    # The server wrote WAL of its own after the bootstrap's W (the checkpoint just taken, the
-    # background writer's running-transactions record): the first run catches up to it with a
-    # cut of the same snapshots, carried over without Spark. From then on nothing moves.
+    # The server wrote WAL of its own after the bootstraps' W (the checkpoint just taken, the
+    # background writer's running-transactions record): each face's first run catches up to it
+    # with a cut of the same snapshots, carried over without Spark. From then on nothing moves.
     first = refresh_once(bank, **options)
     assert first.outcome == "published" and first.cut.cut_id == 2 and event_logs.applications() == 1
-    slot = slot_position(pg_dsn, bank)
+    assert dag.test(logical_date=START + dt.timedelta(minutes=30)).state == "success"
+    slot, dag_slot = slot_position(pg_dsn, bank), slot_position(pg_dsn, quiet)
+    assert asset_event_cuts(BALANCES) == [1, 2]
     ledger = Ledger(sqlite_catalog_uri)
 
     for _ in range(3):
@@ -110,13 +142,41 @@ def test_a_quiet_source_runs_unchanged_and_the_next_write_publishes(
     assert status.checked_by == result.run_key and status.checked_at is not None
     assert status.checked_at > status.latest.published_at
 
+    for hour in (1, 2, 3):
+        dag_run = dag.test(logical_date=START + dt.timedelta(hours=hour))
+        assert {ti.task_id: ti.state for ti in dag_run.get_task_instances()} == {
+            "quiet.capture_watermark": "success", "quiet.refresh_group": "success", "quiet.publish_cut": "success"}
+        for task in ("capture_watermark", "refresh_group", "publish_cut"):
+            told = task_xcom(dag_run, f"quiet.{task}")
+            assert told["outcome"] == "unchanged" and told["cut_id"] == 2, told
+            assert told["message"].startswith("unchanged since cut 2 (W=")
+    assert [cut.cut_id for cut in ledger.list_cuts("quiet")] == [1, 2]
+    assert dag_event_logs.applications() == 1, "an unchanged DAG run started Spark"
+    assert asset_event_cuts(BALANCES) == [1, 2], "an unchanged DAG run emitted Asset events"
+    assert slot_position(pg_dsn, quiet) == dag_slot
+
     with psycopg.connect(pg_dsn) as conn:
         transfer = move_money(conn, random.Random(7))
     second = refresh_once(bank, **options)
     assert second.outcome == "published" and second.cut.cut_id == 3
     assert second.cut.watermark > first.cut.watermark and event_logs.applications() == 2
     assert transfer in check_cut(CutReader(properties, bank).latest(), {transfer})
+    assert dag.test(logical_date=START + dt.timedelta(hours=4)).state == "success"
+    assert [cut.cut_id for cut in ledger.list_cuts("quiet")] == [1, 2, 3]
+    assert asset_event_cuts(BALANCES) == [1, 2, 3]
+    assert transfer in check_cut(CutReader(bank_connections, quiet).latest(), {transfer})
 
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the older rows read 'eu' from the catalog only
+        conn.execute("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'")
+        later = move_money(conn, random.Random(12))
+    assert dag.test(logical_date=START + dt.timedelta(hours=5)).state == "success"  # the member is copied again
+    latest = CutReader(bank_connections, quiet).latest()
+    assert latest.cut_id == 4 and set(latest.to_arrow("accounts")["region"].to_pylist()) == {"eu"}
+    assert later in check_cut(latest, {transfer, later})
+    summary = latest.table("accounts").snapshot_by_id(latest.member("accounts").snapshot_id).summary
+    assert summary.get("streambed.resync-reason", "").startswith("columns ['region'] were added with a DEFAULT")
+
+    capsys.readouterr()  # the DAG runs' log lines
     assert main(["runs", "list", "--group", "bank", "--catalog-uri", sqlite_catalog_uri, "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)
     assert [run["outcome"] for run in runs] == ["published cut 3", *["unchanged since cut 2"] * 3, "published cut 2",
@@ -192,70 +252,6 @@ def test_retryable_failures_keep_the_run_final_ones_free_the_group(
     assert main(["runs", "list", "--group", "bank", "--catalog-uri", sqlite_catalog_uri, "--json"]) == 0
     outcomes = {run["run_key"]: run["outcome"] for run in json.loads(capsys.readouterr().out)}
     assert outcomes["run-c"] == "replaced by run-e" and outcomes["run-a"] == "published cut 2"
-
-
-def asset_event_cuts(uri: str) -> list[int]:
-    """The cut ids of every Asset event for ``uri``."""
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        query = select(AssetEvent).join(AssetModel, AssetModel.id == AssetEvent.asset_id).where(AssetModel.uri == uri)
-        return sorted(event.extra["cut_id"] for event in session.scalars(query).all())
-
-
-def test_a_quiet_source_then_a_schema_change_under_dag_test(bank_connections: dict[str, str], pg_dsn: str, bank: Any,
-                                       tmp_path: Path) -> None:
-    from airflow.sdk import DAG
-
-    from airflow_provider_streambed import StreambedRefreshGroup
-
-    # A group of its own (name, namespace, Asset alias): other tests' DAGs run the bank group too.
-    quiet = dataclasses.replace(bank, name="quiet", namespace="quiet")
-    load_bank(pg_dsn)
-    event_logs = EventLogs(tmp_path / "spark-events")
-    options = spark_kwargs()
-    options["spark_conf"].update(event_logs.conf())
-    with DAG("quiet_e2e", schedule=None, start_date=START, max_active_runs=1) as dag:
-        StreambedRefreshGroup(quiet, **options)
-    sync_dags(dag)
-    assert dag.test(logical_date=START).state == "success"
-    wait_for_quiet_wal(pg_dsn)
-    assert dag.test(logical_date=START + dt.timedelta(minutes=30)).state == "success"  # catches up (see above)
-    slot = slot_position(pg_dsn, quiet)
-    assert asset_event_cuts(BALANCES) == [1, 2]
-
-    for hour in (1, 2, 3):
-        dag_run = dag.test(logical_date=START + dt.timedelta(hours=hour))
-        assert {ti.task_id: ti.state for ti in dag_run.get_task_instances()} == {
-            "quiet.capture_watermark": "success", "quiet.refresh_group": "success", "quiet.publish_cut": "success"}
-        for task in ("capture_watermark", "refresh_group", "publish_cut"):
-            told = task_xcom(dag_run, f"quiet.{task}")
-            assert told["outcome"] == "unchanged" and told["cut_id"] == 2, told
-            assert told["message"].startswith("unchanged since cut 2 (W=")
-    ledger = Ledger(bank_connections["uri"])
-    assert [cut.cut_id for cut in ledger.list_cuts("quiet")] == [1, 2]
-    assert event_logs.applications() == 1, "an unchanged DAG run started Spark"
-    assert asset_event_cuts(BALANCES) == [1, 2], "an unchanged DAG run emitted Asset events"
-    assert slot_position(pg_dsn, quiet) == slot
-
-    with psycopg.connect(pg_dsn) as conn:
-        transfer = move_money(conn, random.Random(11))
-    assert dag.test(logical_date=START + dt.timedelta(hours=4)).state == "success"
-    assert [cut.cut_id for cut in ledger.list_cuts("quiet")] == [1, 2, 3]
-    assert asset_event_cuts(BALANCES) == [1, 2, 3]
-    assert transfer in check_cut(CutReader(bank_connections, quiet).latest(), {transfer})
-
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # the older rows read 'eu' from the catalog only
-        conn.execute("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'")
-        later = move_money(conn, random.Random(12))
-    assert dag.test(logical_date=START + dt.timedelta(hours=5)).state == "success"
-    latest = CutReader(bank_connections, quiet).latest()
-    assert latest.cut_id == 4 and set(latest.to_arrow("accounts")["region"].to_pylist()) == {"eu"}
-    assert later in check_cut(latest, {transfer, later})
-    summary = latest.table("accounts").snapshot_by_id(latest.member("accounts").snapshot_id).summary
-    assert summary.get("streambed.resync-reason", "").startswith("columns ['region'] were added with a DEFAULT")
 
 
 def test_a_run_airflow_will_not_retry_frees_the_group(bank_connections: dict[str, str], pg_dsn: str,
