@@ -139,9 +139,10 @@ def capture(
     if (cut := published_cut(run)) is not None:
         return cut
     admit_run(run.ledger, run.group.name, run.run_key, supersede=supersede, finished=finished)
+    resync = settings is not None and settings.resync  # copies every table: nothing to compare
+    previous = None if resync else last_cut_mirrors(run.catalog, run.group, run.ledger.last_cut(run.group.name))
     with source() as conn:
-        captured = capture_run(conn, run.group, run.ledger, run.run_key, staging_of(run.catalog), settings,
-                               last_cut_mirrors(run.catalog, run.group, run.ledger.last_cut(run.group.name)))
+        captured = capture_run(conn, run.group, run.ledger, run.run_key, staging_of(run.catalog), settings, previous)
     confirm_claim(run.ledger, run.group.name, run.run_key)
     return captured
 
