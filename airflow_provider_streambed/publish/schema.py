@@ -40,9 +40,9 @@ def evolve_schema(
     again under a new field id, in the output's column order (older snapshots keep reading the
     old column); a promotable change (int to long, float to double, a longer decimal) keeps its
     field id. ``renamed`` columns (old name -> new) are renamed first, keeping their field ids
-    (the table's name mapping keeps both names, so files written under either read the column). Stages nothing when the
-    output's schema is the table's (the common case: a schema update costs milliseconds per
-    member, a comparison microseconds).
+    (the table's name mapping keeps both names, so files written under either read the column).
+    Stages nothing when the output's schema is the table's (the common case: a schema update
+    costs milliseconds per member, a comparison microseconds).
 
     Raises:
         OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
