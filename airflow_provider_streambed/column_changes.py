@@ -47,3 +47,14 @@ def iceberg_type(arrow_type: pa.DataType) -> str:
     if pa.types.is_floating(arrow_type):
         return "float" if arrow_type.bit_width == 32 else "double"
     return str(arrow_type)
+
+
+def promotable(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether Iceberg reads a column of type ``old`` as ``new`` keeping its field id (the same
+    type, int to long, float to double, a decimal's precision raised at the same scale)."""
+    if old == new:
+        return True
+    if (pa.types.is_int32(old) and pa.types.is_int64(new)) or (pa.types.is_float32(old) and pa.types.is_float64(new)):
+        return True
+    return (pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale
+            and old.precision <= new.precision)

@@ -11,6 +11,7 @@ from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
 
+from airflow_provider_streambed.column_changes import promotable
 from airflow_provider_streambed.exceptions import OutputSchemaError
 from airflow_provider_streambed.publish.iceberg.transaction import transaction_table
 from airflow_provider_streambed.staging.members import parquet_type
@@ -75,17 +76,6 @@ def evolve_schema(
             f"{', '.join(changed) or error} (Iceberg only widens a column: int to long, float to double, a "
             "longer decimal); fix the member, or drop its table to start it anew", identifier[-1],
         ) from error
-
-
-def promotable(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether Iceberg reads a column of type ``old`` as ``new`` keeping its field id (the same
-    type, int to long, float to double, a decimal's precision raised at the same scale)."""
-    if old == new:
-        return True
-    if (pa.types.is_int32(old) and pa.types.is_int64(new)) or (pa.types.is_float32(old) and pa.types.is_float64(new)):
-        return True
-    return (pa.types.is_decimal(old) and pa.types.is_decimal(new) and old.scale == new.scale
-            and old.precision <= new.precision)
 
 
 def _replace_retyped(transaction: Transaction, arrow_schema: pa.Schema) -> None:
