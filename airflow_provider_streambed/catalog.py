@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import DataFileContent, FileFormat
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from airflow_provider_streambed.exceptions import ConfigurationError, PublishError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import SnapshotFiles
+from airflow_provider_streambed.staging.file_columns import FileColumns
 
 DEFAULT_CATALOG_NAME = "streambed"
 #: Catalog property: where runs stage their files when that is not the warehouse.
@@ -146,3 +148,19 @@ def plan_snapshot(table: Table, snapshot_id: int | None) -> PlannedSnapshot:
 def plan_snapshot_files(table: Table, snapshot_id: int | None) -> SnapshotFiles:
     """The data and position-delete files of ``table`` at ``snapshot_id`` (see :func:`plan_snapshot`)."""
     return plan_snapshot(table, snapshot_id).files
+
+
+def column_names(table: Table, schema: Schema) -> dict[str, tuple[str, ...]]:
+    """Each column of ``schema`` (one of ``table``'s), by name: every name the table's files may
+    hold it under, per its name mapping (a renamed column keeps its older names), its own first."""
+    mapped = {field.field_id: tuple(field.names) for field in table.metadata.name_mapping() or ()}
+    return {field.name: tuple(dict.fromkeys((field.name, *mapped.get(field.field_id, ())))) for field in schema.fields}
+
+
+def snapshot_columns(table: Table, snapshot_id: int) -> FileColumns:
+    """The columns of ``table``'s snapshot, as its files are read (:class:`~.staging.file_columns.FileColumns`)."""
+    snapshot = table.snapshot_by_id(snapshot_id)
+    schema_id = None if snapshot is None else snapshot.schema_id
+    schema = table.schemas().get(schema_id, table.schema()) if schema_id is not None else table.schema()
+    aliases = {name: names[1:] for name, names in column_names(table, schema).items() if len(names) > 1}
+    return FileColumns(schema.as_arrow(), aliases)

@@ -20,7 +20,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import StaticTable, Table
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files
+from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files, snapshot_columns
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
@@ -180,8 +180,9 @@ class Cut:
                 copied = local_copies(copies_dir, self.group, {name: (*files.data, *files.deletes)},
                                       self.catalog.properties)
                 files = SnapshotFiles(files.data, files.deletes, tuple(copied.items()))
-            if files.data:
-                frame = SnapshotScan(spark, files).rows()
+            if files.data:  # the files of a table whose schema evolved may hold older ones
+                columns = snapshot_columns(table, member.snapshot_id) if len(table.schemas()) > 1 else None
+                frame = SnapshotScan(spark, files, columns).rows()
             else:
                 frame = spark.createDataFrame(table.scan(snapshot_id=member.snapshot_id).to_arrow())
             frame.createOrReplaceTempView(name)

@@ -8,17 +8,25 @@ Spark reports a file's path in its own URI form (``file:/w/a%20b/f.parquet`` for
 ``file:///w/a b/f.parquet``); the names of a member table's files are unique (every Spark write
 names its files with its own UUID), and :class:`SnapshotScan` refuses files whose names are not
 unique or would be URL-encoded. :meth:`SnapshotScan.deletes_of` turns rows read with their
-positions into position-delete rows with the Iceberg field ids, for a new delete file.
+positions into position-delete rows with the Iceberg field ids, for a new delete file. Files
+written under older schemas of the member (a column since dropped, renamed, added or widened)
+are read as its columns at W when the scan is given them
+(:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`): Spark reads the files
+with those columns and every older name of each, as its type at W, and takes each column under
+the name its file holds.
 """
 
 from __future__ import annotations
 
 from pyarrow import fs
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructField, StructType
 
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.staging import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
+from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
 
 #: Spark 4.2 reads Parquet ``TIME`` columns (PostgreSQL ``time``) only with this setting on.
@@ -43,9 +51,11 @@ class SnapshotScan:
     Args:
         spark: the session; :data:`TIME_TYPE_CONF` is turned on in it (a ``time`` column needs it).
         files: the snapshot's data and delete files; at least one data file.
+        columns: the member's columns at W, when its files may hold older schemas (default: the
+            files share one schema, read as it is).
     """
 
-    def __init__(self, spark: SparkSession, files: SnapshotFiles) -> None:
+    def __init__(self, spark: SparkSession, files: SnapshotFiles, columns: FileColumns | None = None) -> None:
         if not files.data:
             raise RefreshError("a snapshot scan needs at least one data file")
         spark.conf.set(TIME_TYPE_CONF, "true")
@@ -53,12 +63,13 @@ class SnapshotScan:
         self.files = files
         self._names = file_names(files.data) if files.deletes else {}
         self._data, self._deletes = files.readable()  # local copies of files Spark cannot reach
-        self._frame = spark.read.parquet(*self._data)  # a snapshot's files share one schema (see mirror.py)
+        self._columns = columns
+        self._frame = read_as(spark.read, columns).parquet(*self._data)
 
     @property
     def columns(self) -> list[str]:
         """The data columns."""
-        return self._frame.columns
+        return self._columns.names if self._columns is not None else self._frame.columns
 
     def data_bytes(self) -> int:
         """The size of the data files (one metadata request per file)."""
@@ -68,7 +79,8 @@ class SnapshotScan:
 
     def rows(self, columns: list[str] | None = None, positions: bool = False) -> DataFrame:
         """Live rows (``columns``, default all), with ``_row_file`` and ``_row_pos`` when ``positions``."""
-        selected: list[str | Column] = list(columns if columns is not None else self._frame.columns)
+        names = columns if columns is not None else self.columns
+        selected: list[str | Column] = [self._column(name) for name in names]
         if positions or self.files.deletes:
             selected += [F.col("_metadata.file_name").alias(ROW_FILE), F.col("_metadata.row_index").alias(ROW_POS)]
         frame = self._frame.select(*selected)
@@ -81,6 +93,9 @@ class SnapshotScan:
                 frame = frame.drop(ROW_FILE, ROW_POS)
         return frame
 
+    def _column(self, name: str) -> Column:
+        return held_column(self._columns, name)
+
     def deletes_of(self, rows: DataFrame) -> DataFrame:
         """Position-delete rows (``file_path``, ``pos``, with field ids) for ``rows`` read with positions."""
         names = self._names or file_names(self.files.data)
@@ -88,3 +103,21 @@ class SnapshotScan:
         paths = self.spark.createDataFrame(list(names.items()), schema)
         located = rows.select(ROW_FILE, ROW_POS).join(F.broadcast(paths), ROW_FILE)
         return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS)))
+
+
+def read_as(reader: DataFrameReader, columns: FileColumns | None, extra: StructType | None = None) -> DataFrameReader:
+    """``reader`` set to read Parquet files as ``columns`` (each column and its older names, as
+    its type at W) and the ``extra`` fields; unchanged without ``columns``. Take each column with
+    :meth:`FileColumns.names_of` and ``coalesce``: a file holds one of the names at most."""
+    if columns is None:
+        return reader
+    fields = list(from_arrow_schema(columns.schema).fields) + list(extra.fields if extra is not None else ())
+    read = [StructField(other, target.dataType) for target in fields for other in columns.names_of(target.name)]
+    return reader.schema(StructType(read))
+
+
+def held_column(columns: FileColumns | None, name: str) -> Column:
+    """Column ``name`` of files read with :func:`read_as`, under whichever of its names a file holds."""
+    if columns is None or len(names := columns.names_of(name)) == 1:
+        return F.col(name)
+    return F.coalesce(*[F.col(other) for other in names]).alias(name)

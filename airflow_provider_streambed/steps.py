@@ -29,7 +29,7 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.capture.resyncs import LastCutMirror
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.catalog import staging_of
+from airflow_provider_streambed.catalog import column_names, staging_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import LedgerError, PublishError
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunState
@@ -149,7 +149,8 @@ def capture(
 
 def last_cut_mirrors(catalog: Catalog, group: RefreshGroup, last: CutRecord | None) -> dict[str, LastCutMirror]:
     """Each mirror as the group's last cut has it (what the capture compares its table with): its
-    columns and the source table storage its snapshot was captured from."""
+    columns, what its snapshot recorded of its source table, and its files' column names (the
+    table's name mapping: every name of each column, and the names of dropped ones)."""
     if last is None:
         return {}
     cut = Cut.from_record(last, catalog)
@@ -161,7 +162,12 @@ def last_cut_mirrors(catalog: Catalog, group: RefreshGroup, last: CutRecord | No
         recorded = {} if summary is None else summary.additional_properties
         source = {name.removeprefix(SOURCE_PROPERTY_PREFIX): value for name, value in recorded.items()
                   if name.startswith(SOURCE_PROPERTY_PREFIX)}
-        mirrors[mirror.name] = LastCutMirror.of(table.schema().as_arrow(), source)
+        schema = table.schema()
+        names = column_names(table, schema)
+        live = {field.field_id for field in schema.fields}
+        retired = {name for field in table.metadata.name_mapping() or () if field.field_id not in live
+                   for name in field.names}
+        mirrors[mirror.name] = LastCutMirror.of(schema.as_arrow(), source, names, retired)
     return mirrors
 
 

@@ -9,7 +9,10 @@ Unchanged-TOAST markers: every column whose type can be stored out of line (varl
 always gets a boolean ``_toast_<column>``, true where the change left that value unchanged (the
 value itself is then null). Always having them keeps a table's schema stable across files and
 runs. A Relation message with a different column layout (``ALTER TABLE`` mid-range) closes the
-current file and starts a new one with the new schema; readers merge schemas.
+current file and starts a new one with the new schema. The last file always has the table's
+columns as the capture described them at W (an empty one is added when the last Relation message
+had another layout): readers take each segment as those columns
+(:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`).
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ class TableLog:
     _meta: list[tuple[int, int, int, str]] = field(default_factory=list)
     _unchanged: list[tuple[int, int]] = field(default_factory=list)
     _writer: pq.ParquetWriter | None = None
+    _described: tuple[tuple[Column, ...], tuple[PgType, ...]] = ((), ())
+
+    def __post_init__(self) -> None:
+        self._described = (self.layout, self.types)
 
     def set_layout(self, layout: tuple[Column, ...], types: tuple[PgType, ...]) -> None:
         """Follow a Relation message with a changed layout: the next rows go to a new file."""
@@ -136,9 +143,12 @@ class TableLog:
             self._writer = None
 
     def close(self) -> tuple[str, ...]:
-        """Flush and close; a table without any change still gets one empty file (its schema)."""
+        """Flush and close; the last file has the described layout (an empty one when needed: a
+        table without any change still gets one, its schema)."""
         self.flush()
-        if not self.files:
+        if not self.files or self.layout != self._described[0]:
+            self._close_writer()
+            self.layout, self.types = self._described
             self._writer_for(changelog_schema(self.layout, self.types))
         self._close_writer()
         logger.debug("%s: wrote %d changes in %d files", self.where, self.changes, len(self.files))

@@ -1,14 +1,22 @@
 """Which mirrors a run copies again (a *resync* of the member), and why.
 
-A mirror follows its source table change by change while the table's columns are those of its
-previous cut. Some changes of a table no change record carries, so a mirror cannot follow them:
+A mirror follows its source table change by change, and follows its columns in place: a column
+dropped, renamed (a column's identity is its ``attnum``, :func:`renamed_columns`), added without
+a default, or widened in a way Iceberg promotes (int to bigint, real to double precision, a
+numeric's precision raised) evolves the mirror's schema by field id in the same cut, its files
+kept (:func:`column_aliases` tells the merges each column's older names). Some changes of a table
+no change record carries, so a mirror cannot follow them:
 
-- a column dropped or renamed (a column's identity is its ``attnum``: the copy's column keeps its
-  field id under its new name, :func:`renamed_columns`);
-- a column added with a ``DEFAULT``: the rows from before the ``ALTER TABLE`` read it from the
-  source's catalog (``pg_attribute.atthasmissing``), and no WAL record holds it;
-- a column whose type changed, compared as Iceberg types (``smallint`` and ``integer`` are both
-  Iceberg ``int``);
+- a column added with a default: the rows from before the ``ALTER TABLE`` read a constant one
+  from the source's catalog (``pg_attribute.atthasmissing``), and a volatile one (``DEFAULT
+  now()``) was written into them by a table rewrite, which logical decoding does not carry;
+- a column whose type changed in a way Iceberg cannot promote (compared as Iceberg types:
+  ``smallint`` and ``integer`` are both Iceberg ``int``), ``USING`` rewrites included. A ``USING``
+  that changes values within a type Iceberg promotes (``TYPE bigint USING id * 100``) cannot be
+  told from a widening by the catalog: that member needs a resync asked for by hand;
+- a column that takes the name of a dropped one (the same name under another ``attnum``, or a name
+  the mirror's files still hold for a dropped column): the older files would read as the new
+  column;
 - what names one row changed (the primary key, the replica identity, or a key dropped so the
   table became keyless): changes before and after name rows differently;
 - a partitioned table's partitions changed (``oid:relfilenode`` of each leaf): a partition
@@ -34,7 +42,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from airflow_provider_streambed.capture.source import SourceTable
-from airflow_provider_streambed.column_changes import columns_change, types_change
+from airflow_provider_streambed.column_changes import columns_change, iceberg_type, types_change
 from airflow_provider_streambed.exceptions import SchemaChangeError
 
 #: A resync the user asked for.
@@ -53,20 +61,30 @@ class LastCutMirror:
             append-only table, or recorded by an older release; not compared).
         attnums: each column's ``attnum`` by name then (empty: recorded by an older release;
             renames are then not told from drops).
+        names: each column's names in the mirror's files, by its name then (the table's name
+            mapping: a renamed column keeps its older names; a column missing here has only its own).
+        retired: names the mirror's files may hold for columns dropped since (the name mapping's
+            names of fields no longer in the schema).
     """
 
     columns: pa.Schema
     storage: str = ""
     identity: str = ""
     attnums: Mapping[str, int] = field(default_factory=dict)
+    names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    retired: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, columns: pa.Schema, source: Mapping[str, str]) -> LastCutMirror:
-        """From the mirror's columns and what the capture recorded of its source table
-        (:meth:`~airflow_provider_streambed.staging.TableCapture.source_record`)."""
+    def of(
+        cls, columns: pa.Schema, source: Mapping[str, str], names: Mapping[str, tuple[str, ...]] | None = None,
+        retired: Collection[str] = (),
+    ) -> LastCutMirror:
+        """From the mirror's columns, what the capture recorded of its source table
+        (:meth:`~airflow_provider_streambed.staging.TableCapture.source_record`) and its files'
+        column names (``names``, ``retired``)."""
         attnums = json.loads(source["attnums"]) if source.get("attnums") else {}
         return cls(columns, source.get("storage", ""), source.get("identity", ""),
-                   {str(name): int(attnum) for name, attnum in attnums.items()})
+                   {str(name): int(attnum) for name, attnum in attnums.items()}, dict(names or {}), frozenset(retired))
 
 
 def resync_reasons(
@@ -91,17 +109,21 @@ def resync_reasons(
 
 
 def source_change(table: SourceTable, previous: LastCutMirror) -> str:
-    """How ``table`` changed since the mirror's ``previous`` cut in a way no change record
-    carries (empty: it did not)."""
+    """How ``table`` changed since the mirror's ``previous`` cut in a way the mirror cannot follow
+    in place (empty: it did not)."""
     if previous.identity and table.identity and table.identity != previous.identity:
         return (f"what names one row changed from {previous.identity} to {table.identity} (primary key or replica "
                 "identity)")
     if previous.storage and table.storage != previous.storage:
         return "its partitions changed (a partition attached, detached, dropped, truncated or rewritten)"
-    if renamed := renamed_columns(table, previous):
-        return f"columns {list(renamed)} were renamed to {list(renamed.values())}"
-    return columns_change(table.columns, table.filled_columns, previous.columns.names) or types_change(
-        [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous.columns)
+    reused = [name for name, attnum in zip(table.columns, table.attnums, strict=False)
+              if previous.attnums.get(name, attnum) != attnum or name in previous.retired]
+    if reused:
+        return f"columns {reused} take the name of a dropped column, which the mirror's older files still hold"
+    renamed = renamed_columns(table, previous)
+    return columns_change(table.columns, table.filled_columns, previous.columns.names, renamed) or types_change(
+        [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous.columns,
+        renamed)
 
 
 def renamed_columns(table: SourceTable, previous: LastCutMirror) -> dict[str, str]:
@@ -110,6 +132,27 @@ def renamed_columns(table: SourceTable, previous: LastCutMirror) -> dict[str, st
     names = {attnum: name for name, attnum in previous.attnums.items()}
     return {names[attnum]: name for name, attnum in zip(table.columns, table.attnums, strict=False)
             if attnum in names and names[attnum] != name}
+
+
+def column_aliases(table: SourceTable, previous: LastCutMirror) -> dict[str, tuple[str, ...]]:
+    """Each column's other names in the mirror's files and this run's changelog (a column renamed
+    since, or before, the last cut), by its name now; columns without other names are left out."""
+    earlier = {new: old for old, new in renamed_columns(table, previous).items()}
+    aliases = {}
+    for name in table.columns:
+        then = earlier.get(name, name)
+        if others := tuple(dict.fromkeys(other for other in (then, *previous.names.get(then, ())) if other != name)):
+            aliases[name] = others
+    return aliases
+
+
+def reshaped(table: SourceTable, previous: LastCutMirror) -> bool:
+    """Whether ``table``'s columns (names, order or Iceberg types) differ from its mirror's in the
+    last cut: the next cut evolves the mirror's schema, even without a change of its rows."""
+    now = [(name, iceberg_type(pg_type.arrow)) for name, pg_type in zip(table.columns, table.types, strict=True)]
+    then = [(field.name, iceberg_type(field.type)) for field in previous.columns]
+    renamed = renamed_columns(table, previous)
+    return now != [(renamed.get(name, name), kind) for name, kind in then]
 
 
 def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Mapping[str, SourceTable]) -> None:

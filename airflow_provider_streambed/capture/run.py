@@ -26,7 +26,14 @@ from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.names import slot_name
-from airflow_provider_streambed.capture.resyncs import LastCutMirror, check_policy, renamed_columns, resync_reasons
+from airflow_provider_streambed.capture.resyncs import (
+    LastCutMirror,
+    check_policy,
+    column_aliases,
+    renamed_columns,
+    reshaped,
+    resync_reasons,
+)
 from airflow_provider_streambed.capture.setup import ensure_source
 from airflow_provider_streambed.capture.slot import (
     DEFAULT_RETAINED_WARN_BYTES,
@@ -230,11 +237,12 @@ def _table_captures(
     tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult,
     resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror],
 ) -> tuple[TableCapture, ...]:
-    """Per member: its extracted changelog files, its bootstrap copy (if any), why it was resynced
-    and its renamed columns then."""
+    """Per member: its extracted changelog files, its bootstrap copy (if any), why it was resynced,
+    and how its columns changed since the last cut (renamed, older names, reshaped)."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
+        last = previous.get(member)
         captures.append(TableCapture(
             member=member,
             source_table=table.qualified_name,
@@ -249,7 +257,9 @@ def _table_captures(
             resynced=resynced.get(member, ""),
             storage=table.storage,
             attnums=dict(zip(table.columns, table.attnums, strict=False)),
-            renamed=renamed_columns(table, previous[member]) if member in resynced and member in previous else {},
+            renamed=renamed_columns(table, last) if last is not None else {},
+            aliases=column_aliases(table, last) if last is not None else {},
+            reshaped=last is not None and reshaped(table, last),
         ))
     return tuple(captures)
 

@@ -57,7 +57,7 @@ SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
            AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT')) AS unreadable,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-           AND a.atthasmissing) AS filled,
+           AND (a.atthasmissing OR a.atthasdef)) AS filled,
        current_user::text,
        """ + _STORAGE + """ AS storage
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -77,8 +77,11 @@ class SourceTable:
         key_columns: primary key, else replica identity index; empty for a keyless or an
             append-only table.
         types: the layout's column types, as :mod:`.typemap` carries them.
-        filled_columns: columns whose rows from before an ``ADD COLUMN ... DEFAULT`` read the
-            default from the catalog (``pg_attribute.atthasmissing``): no WAL record carries it.
+        filled_columns: columns with a default: rows from before an ``ADD COLUMN ... DEFAULT``
+            read it from the catalog (``pg_attribute.atthasmissing``), or a volatile default
+            (``DEFAULT now()``) was written into them by a table rewrite; no change record carries
+            either. (A default set after the column was added gives older rows nothing; such a
+            column, when it is new to the mirror, is copied anyway: exact, if needless.)
         keyless: no key names one row (``REPLICA IDENTITY FULL`` without a primary key, not
             append-only): the mirror is a multiset of whole rows, and a change's old image is
             its identity.

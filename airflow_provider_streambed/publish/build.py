@@ -62,8 +62,7 @@ def stage_cut_updates(
         filesystem, path = storage.filesystem(files.data[0], table.io.properties)
         with filesystem.open_input_file(path) as stream:
             arrow_schema = pq.read_schema(stream)
-        evolve_schema(transaction, arrow_schema, whole=not files.incremental, retype=files.retype,
-                      renamed=files.renamed)
+        evolve_schema(transaction, arrow_schema, retype=files.retype, renamed=files.renamed)
     if transaction.table_metadata.name_mapping() is None:
         mapping = transaction.table_metadata.schema().name_mapping.model_dump_json()
         transaction.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})

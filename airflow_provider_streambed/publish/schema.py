@@ -1,6 +1,7 @@
-"""Evolving a member table's schema to its staged output's: new columns, promoted types, and for
-an output that replaces the table whole, the columns it no longer has dropped (by field id: no
-data file is rewritten, older snapshots keep reading them)."""
+"""Evolving a member table's schema to its staged output's: columns renamed, new columns, promoted
+types, and the columns it no longer has dropped (by field id: no data file is rewritten, older
+snapshots keep reading them). A mirror's output, whole or merged on read, has every column of its
+source table at W; a derived member's has every column of its result."""
 
 from __future__ import annotations
 
@@ -30,20 +31,19 @@ def same_schema(schema: Schema, arrow_schema: pa.Schema) -> bool:
 
 
 def evolve_schema(
-    transaction: Transaction, arrow_schema: pa.Schema, *, whole: bool, retype: bool = False,
+    transaction: Transaction, arrow_schema: pa.Schema, *, retype: bool = False,
     renamed: Mapping[str, str] | None = None,
 ) -> None:
-    """Evolve the table's schema to a staged output's: new columns, promoted types (int to long);
-    with ``whole`` (the output replaces every row: a first cut, a copy, a rewrite, a derived
-    member) also drop the columns the output does not have, so that its rows do not read them as
-    null. With ``retype`` (a resynced mirror: a copy with the source's columns as they are now) a
-    column whose type changed in a way Iceberg cannot promote is replaced: dropped and added
-    again under a new field id, in the output's column order (older snapshots keep reading the
-    old column); a promotable change (int to long, float to double, a longer decimal) keeps its
-    field id. ``renamed`` columns (old name -> new) are renamed first, keeping their field ids
-    (the table's name mapping keeps both names, so files written under either read the column).
-    Stages nothing when the output's schema is the table's (the common case: a schema update
-    costs milliseconds per member, a comparison microseconds).
+    """Evolve the table's schema to a staged output's: new columns, promoted types (int to long),
+    and the columns the output does not have dropped (the files of older cuts keep them; the
+    table's rows no longer read them). With ``retype`` (a resynced mirror: a copy with the
+    source's columns as they are now) a column whose type changed in a way Iceberg cannot promote
+    is replaced: dropped and added again under a new field id, in the output's column order (older
+    snapshots keep reading the old column); a promotable change (int to long, float to double, a
+    longer decimal) keeps its field id. ``renamed`` columns (old name -> new) are renamed first,
+    keeping their field ids (the table's name mapping keeps both names, so files written under
+    either read the column). Stages nothing when the output's schema is the table's (the common
+    case: a schema update costs milliseconds per member, a comparison microseconds).
 
     Raises:
         OutputSchemaError: the output changes a column's type in a way Iceberg does not allow;
@@ -61,7 +61,7 @@ def evolve_schema(
     try:
         with transaction.update_schema() as update:
             update.union_by_name(arrow_schema)
-            for field in transaction.table_metadata.schema().fields if whole else ():
+            for field in transaction.table_metadata.schema().fields:
                 if field.name not in arrow_schema.names:
                     update.delete_column(field.name)
     except (ResolveError, ValidationError, ValueError) as error:

@@ -69,8 +69,8 @@ def check_staged_output(plan: MemberPlan, manifest: MemberManifest, run_key: str
         filesystem, info, _ = where(manifest.files[0])
         with filesystem.open_input_file(info.path) as stream:
             arrow_schema = pq.read_schema(stream)
-        evolve_schema(MemoTransaction(plan.table), arrow_schema, whole=not manifest.incremental,  # a dry run
-                      retype=bool(manifest.resynced), renamed=manifest.renamed)
+        evolve_schema(MemoTransaction(plan.table), arrow_schema, retype=bool(manifest.resynced),  # a dry run
+                      renamed=manifest.renamed)
 
 
 def moved_path(table_location: str, run_key: str, source: str) -> str:

@@ -1,10 +1,10 @@
 """A plan's guard on a mirror's columns between two cuts (before Spark).
 
-A table whose columns changed in a way no change record carries (a column dropped, renamed or
-added with a ``DEFAULT``, :mod:`~airflow_provider_streambed.column_changes`) is copied again by
-the capture step (:mod:`~airflow_provider_streambed.capture.resyncs`), so the plan sees a copy.
-A capture that did not compare the table with the last cut (one that was not given the last
-cut's columns) leaves the change to this guard, which refuses the run with a final
+A table whose columns changed in a way no change record carries (a column added with a default,
+:mod:`~airflow_provider_streambed.column_changes`) is copied again by the capture step
+(:mod:`~airflow_provider_streambed.capture.resyncs`), so the plan sees a copy. A capture that
+did not compare the table with the last cut (one that was not given the last cut's columns)
+leaves the change to this guard, which refuses the run with a final
 :class:`~airflow_provider_streambed.exceptions.SchemaChangeError` naming the column and the fix,
 instead of publishing rows that are not the source's.
 """
@@ -32,11 +32,10 @@ def check_mirror_columns(group: str, capture: TableCapture, previous_columns: Co
         previous_columns: the mirror's columns in the previous cut.
 
     Raises:
-        SchemaChangeError: a column of the previous cut is gone from the source (dropped or
-            renamed), or an added column has a default that the source's older rows read from
+        SchemaChangeError: an added column has a default that the source's older rows read from
             its catalog (final: no retry changes the source's catalog).
     """
-    if why := columns_change(capture.columns, capture.filled_columns, list(previous_columns)):
+    if why := columns_change(capture.columns, capture.filled_columns, list(previous_columns), capture.renamed):
         fix = RESYNC_FIX.format(group=group, member=capture.member)
         raise SchemaChangeError(f"group {group!r}, member {capture.member!r}: source table {capture.source_table}: "
                                 f"{why}; the mirror cannot follow that change by change: {fix}")

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
+from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 
 #: Mirrors whose previous files hold up to this many bytes are compacted in this process; larger
@@ -35,20 +36,21 @@ def small_enough(paths: tuple[str, ...]) -> bool:
 
 
 def rewrite_whole(
-    data: tuple[str, ...], deletes: tuple[str, ...], shape: pa.Schema, merged: LocalMirrorOutput, reason: str
+    data: tuple[str, ...], deletes: tuple[str, ...], columns: FileColumns, merged: LocalMirrorOutput, reason: str
 ) -> LocalMirrorOutput:
     """The mirror's whole table: the live rows of the previous ``data`` files (less the rows the
-    ``deletes`` files and ``merged.deletes`` name) and ``merged.rows``, shaped as ``shape``."""
+    ``deletes`` files and ``merged.deletes`` name), read as the ``columns`` at W, and ``merged.rows``."""
     deleted: dict[str, list[int]] = defaultdict(list)
     for table in [pq.read_table(path) for path in deletes] + ([merged.deletes] if merged.deletes is not None else []):
         for name, pos in zip(table[DELETE_FILE_PATH].to_pylist(), table[DELETE_POS].to_pylist(), strict=True):
             deleted[name.rsplit("/", 1)[-1]].append(pos)
     kept = []
     for path in data:
-        rows = pq.read_table(path).select(shape.names).cast(shape)
+        rows = columns.conform(pq.read_table(path))
         if gone := deleted.get(path.rsplit("/", 1)[-1]):
             live = np.ones(len(rows), dtype=bool)
             live[np.asarray(gone, dtype=np.int64)] = False
             rows = rows.filter(pa.array(live))
         kept.append(rows)
-    return LocalMirrorOutput(pa.concat_tables([*kept, merged.rows.cast(shape)]), None, reason, incremental=False)
+    rows = pa.concat_tables([*kept, merged.rows.cast(columns.schema)])
+    return LocalMirrorOutput(rows, None, reason, incremental=False)

@@ -42,6 +42,7 @@ from airflow_provider_streambed.staging import (
     TableCapture,
     read_json,
 )
+from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.members import (
     ERROR_MARKER,
     FINAL_ERROR_MARKER,
@@ -141,14 +142,16 @@ def _compute(
         source = mirror_input(spec, group, member, capture)
         return stage_mirror(spec, source, merge(spark, source), definition)
     sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
+    columns = {name: FileColumns.of(capture) for name in member.sources
+               if (capture := captures.get(group.member(name).name.lower())) is not None}
     resynced = _resynced_source(group, member, staged)
     if isinstance(member, SqlMember):
-        with sql_member_frame(spark, group, member, sources) as frame:
+        with sql_member_frame(spark, group, member, sources, columns) as frame:
             return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
                                        resynced=resynced)
     assert isinstance(member, PythonMember)
     context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
-    frame = compute_python_member(spark, group, member, sources, context)
+    frame = compute_python_member(spark, group, member, sources, context, columns)
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
                                resynced=resynced)
 

@@ -23,6 +23,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
+from airflow_provider_streambed.staging.file_columns import FileColumns
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +45,18 @@ class CutContext:
     cut_number: int
 
 
-def read_sources(spark: SparkSession, files: Mapping[str, SnapshotFiles]) -> dict[str, DataFrame]:
-    """The sources' rows at W (member name -> its files at W) as DataFrames of ``spark``."""
-    return {name: SnapshotScan(spark, snapshot).rows() for name, snapshot in files.items()}
+def read_sources(
+    spark: SparkSession, files: Mapping[str, SnapshotFiles], columns: Mapping[str, FileColumns] | None = None
+) -> dict[str, DataFrame]:
+    """The sources' rows at W (member name -> its files at W) as DataFrames of ``spark``; a mirror's
+    files read as its ``columns`` at W (by member name: its files may hold older schemas)."""
+    return {name: SnapshotScan(spark, snapshot, (columns or {}).get(name)).rows() for name, snapshot in files.items()}
 
 
 @contextmanager
 def sql_member_frame(
-    spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, SnapshotFiles]
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, SnapshotFiles],
+    columns: Mapping[str, FileColumns] | None = None,
 ) -> Iterator[DataFrame]:
     """The member's query, with its sources bound as temporary views of their names until the block ends.
 
@@ -64,7 +69,7 @@ def sql_member_frame(
             the member's sources, or a column they do not have.
     """
     views = list(source_files)
-    for name, frame in read_sources(spark, source_files).items():
+    for name, frame in read_sources(spark, source_files, columns).items():
         frame.createOrReplaceTempView(name)
     try:
         yield _run_query(spark, group, member)
@@ -105,6 +110,7 @@ def compute_python_member(
     member: PythonMember,
     source_files: Mapping[str, SnapshotFiles],
     cut: CutContext,
+    columns: Mapping[str, FileColumns] | None = None,
 ) -> DataFrame:
     """Call the member's ``module:function(spark, inputs, cut)`` and check it returns a DataFrame.
 
@@ -113,7 +119,7 @@ def compute_python_member(
     """
     where = f"group {group.name!r}, member {member.name!r}"
     function = load_callable(member.callable_path, where)
-    result = function(spark, read_sources(spark, source_files), cut)
+    result = function(spark, read_sources(spark, source_files, columns), cut)
     if not isinstance(result, DataFrame):
         raise RefreshError(
             f"{where}: {member.callable_path} returned {type(result).__name__}, expected a pyspark DataFrame"

@@ -55,8 +55,8 @@ def copies_query() -> str:
 
 
 def removed_positions_query(columns: list[str], deletes: bool) -> str:
-    """File names and row numbers of previous live rows equal to a removed row, as many per
-    removed row as it loses, at most (``$1``: the data files; ``$2``: the delete files, when
+    """File names and row numbers of previous live rows (the view ``previous_files``) equal to a
+    removed row, as many per removed row as it loses, at most (``$1``: the delete files, when
     ``deletes``)."""
     condition = " AND ".join(f"previous.{quoted(name)} IS NOT DISTINCT FROM removed.{quoted(name)}"
                              for name in columns)
@@ -64,7 +64,7 @@ def removed_positions_query(columns: list[str], deletes: bool) -> str:
         SELECT name, pos FROM (
             SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos, -removed.{NET} AS wanted,
                    row_number() OVER (PARTITION BY removed.{ROW} ORDER BY previous.{FILE}, previous.{POS}) AS k
-            FROM read_parquet($1, filename = '{FILE}', file_row_number = true, hive_partitioning = false) AS previous
+            FROM previous_files AS previous
             JOIN (SELECT * FROM net WHERE {NET} < 0) AS removed ON {condition}{_live_rows(deletes)})
         WHERE k <= wanted"""
 
@@ -75,12 +75,18 @@ def _live_rows(deletes: bool) -> str:
         return ""
     return f"""
             ANTI JOIN (SELECT parse_filename({DELETE_FILE_PATH}) AS name, {DELETE_POS} AS pos
-                       FROM read_parquet($2, hive_partitioning = false)) AS deleted
+                       FROM read_parquet($1, hive_partitioning = false)) AS deleted
             ON parse_filename(previous.{FILE}) = deleted.name AND previous.{POS} = deleted.pos"""
 
 
 def quoted(name: str) -> str:
+    """An SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def quoted_text(text: str) -> str:
+    """An SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def images_query(key: list[str]) -> str:
@@ -96,9 +102,9 @@ def images_query(key: list[str]) -> str:
 
 
 def positions_query(key: list[str], deletes: bool, values: list[str] | None = None) -> str:
-    """File names and row numbers of the previous live rows whose key changed (``$1``: the data
-    files; ``$2``: the delete files, when ``deletes``), with their key and ``values`` columns
-    when ``values`` is given.
+    """File names and row numbers of the previous live rows (the view ``previous_files``) whose
+    key changed (``$1``: the delete files, when ``deletes``), with their key and ``values``
+    columns when ``values`` is given.
 
     Keys compare with plain equality (a key has no null); rows the previous snapshot already
     deletes are not deleted again.
@@ -108,5 +114,5 @@ def positions_query(key: list[str], deletes: bool, values: list[str] | None = No
     carried = "".join(f", previous.{quoted(name)}" for name in [*key, *values]) if values is not None else ""
     return f"""
         SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos{carried}
-        FROM read_parquet($1, filename = '{FILE}', file_row_number = true, hive_partitioning = false) AS previous
+        FROM previous_files AS previous
         SEMI JOIN (SELECT DISTINCT {selected} FROM changes) AS changed ON {condition}{_live_rows(deletes)}"""

@@ -9,8 +9,9 @@ last images of changed keys, and position deletes remove the previous rows of th
 the files that hold them; every other file of the previous snapshot stays as it is. Finding
 those rows reads only the key columns (plus unchanged-TOAST columns, when the changelog has
 such markers) and Spark's file name and row index of the previous files. The mirror is written
-whole instead on its first cut, after a truncate, when columns were added (so a snapshot's
-files share one schema), and when the plan asks for it (compaction).
+whole instead on its first cut, after a truncate, and when the plan asks for it (compaction).
+The previous files and the changelog segments are read as the columns at W, whatever schema each
+was written under (:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`).
 
 A keyless mirror is merged as a multiset (:mod:`.mirror_multiset`).
 """
@@ -25,16 +26,20 @@ from functools import reduce
 from operator import and_
 from typing import Any, NamedTuple
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
 from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
-from airflow_provider_streambed.refresh.schema import check_mirror_schema
-from airflow_provider_streambed.spark_snapshot import SnapshotScan
+from airflow_provider_streambed.refresh.schema import check_mirror_key
+from airflow_provider_streambed.spark_snapshot import SnapshotScan, held_column, read_as
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,
@@ -44,6 +49,7 @@ from airflow_provider_streambed.staging import (
     SEQ,
     TOAST_MARKER_PREFIX,
 )
+from airflow_provider_streambed.staging.file_columns import FileColumns
 
 logger = logging.getLogger(__name__)
 
@@ -66,18 +72,14 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
     """The mirror's rows at W (whole or as changes to the previous snapshot), in source column order.
 
     Raises:
-        SchemaChangeError: a column was dropped, changed type, or the key changed.
-        RefreshError: the changelog cannot be read or misses declared columns.
+        SchemaChangeError: the key changed.
+        RefreshError: the changelog cannot be read.
     """
-    changes = _read_changelog(spark, source)
-    previous = SnapshotScan(spark, source.previous) if source.previous.data else None
-    check_mirror_schema(
-        f"group {source.group!r}, member {source.member.name!r}, table {source.member.qualified_table!r}",
-        previous.rows().schema if previous is not None else None,
-        changes.schema,
-        source.capture,
-        source.previous_key_columns,
-    )
+    file_columns = FileColumns.of(source.capture)
+    changes = _read_changelog(spark, source, file_columns)
+    previous = SnapshotScan(spark, source.previous, file_columns) if source.previous.data else None
+    check_mirror_key(f"group {source.group!r}, member {source.member.name!r}, table {source.member.qualified_table!r}",
+                     source.capture, source.previous_key_columns)
     columns = list(source.capture.columns)
     markers = [name for name in columns if TOAST_MARKER_PREFIX + name in changes.columns]
     change_rows = changes.select(
@@ -97,7 +99,7 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
         previous = None
         logger.info("member=%s: truncate at (%s, %s) drops the previous rows", source.member.name, *truncated_at)
     change_rows = change_rows.where(F.col(OP) != OP_TRUNCATE)
-    reason = _rewrite_reason(source, previous, truncated_at is not None, columns)
+    reason = _rewrite_reason(source, truncated_at is not None)
     few = source.capture.changes <= BROADCAST_CHANGES and spark.conf.get(BROADCAST_THRESHOLD) != "-1"
     keyless = source.capture.keyless and not source.member.append_only
     if keyless and previous is not None and not reason:
@@ -117,14 +119,12 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
     return MirrorOutput(rows, None, False, reason)
 
 
-def _rewrite_reason(source: MirrorInput, previous: SnapshotScan | None, truncated: bool, columns: list[str]) -> str:
+def _rewrite_reason(source: MirrorInput, truncated: bool) -> str:
     """Why the mirror is written whole this run (empty: it is not)."""
     if not source.previous.data:
         return "first cut"
     if truncated:
         return "truncated"
-    if previous is not None and set(columns) - set(previous.columns):
-        return "columns added"
     return source.rewrite
 
 
@@ -166,9 +166,16 @@ def _bound(value: Any) -> Column:
     return F.lit(value.isoformat()).cast("date") if plain_date else F.lit(value)
 
 
-def _read_changelog(spark: SparkSession, source: MirrorInput) -> DataFrame:
+def _read_changelog(spark: SparkSession, source: MirrorInput, columns: FileColumns) -> DataFrame:
+    """The changelog segments, each read as the columns at W and the last segment's bookkeeping
+    and marker columns (a segment from before an ``ALTER TABLE`` holds older ones)."""
     try:
-        return spark.read.option("mergeSchema", "true").parquet(*source.capture.files)
+        filesystem, path = storage.filesystem(source.capture.files[-1])
+        with filesystem.open_input_file(path) as stream:
+            last = pq.read_schema(stream)
+        extra = from_arrow_schema(pa.schema([field for field in last if field.name not in columns.names]))
+        frame = read_as(spark.read, columns, extra).parquet(*source.capture.files)
+        return frame.select(*[held_column(columns, name) for name in [*columns.names, *extra.fieldNames()]])
     except Exception as error:  # Spark raises several unrelated classes for unreadable input
         raise RefreshError(
             f"group {source.group!r}, member {source.member.name!r}: cannot read the changelog of "

@@ -12,20 +12,22 @@ multiset, as :mod:`.mirror` does: DuckDB counts each distinct changed row's inse
 deletes, and picks that many previous live rows equal to each removed row (reading every column
 of the previous files, the whole row being the only identity).
 
-:func:`merge_in_process` merges only when every previous file is on a local file system and the
-run's changes are plain row changes on the previous schema; otherwise it returns ``None`` (and
-logs why) and Spark merges:
+Columns dropped, renamed, added or widened since the previous cut merge here too: the previous
+files and the changelog segments are read as the columns at W
+(:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`), and the output has them.
+
+:func:`merge_in_process` merges only when every previous file is on a local file system;
+otherwise it returns ``None`` (and logs why) and Spark merges:
 
 - the mirror's first cut, or a compaction (``rewrite``) of previous files over
   :data:`~.compact_local.MAX_REWRITE_BYTES`: the mirror is written whole (a smaller mirror's
   compaction is written whole here, :mod:`.compact_local`, and so is the mirror after a
   truncate among the changes: the changes after the last truncate, merged on nothing);
-- columns added, dropped or retyped, or the key changed: Spark's merge evolves or refuses them
-  (:mod:`.schema`); column names that differ only in case (DuckDB's names do not);
+- the key changed, or column names that differ only in case (DuckDB's names do not);
 - unchanged-TOAST values after a truncate in the same run (their values are unknown);
 - more than :data:`MAX_CHANGES` changes (the changelog is read whole into memory);
-- changelog segments of different schemas, files not on a local file system, or any failure of
-  the in-process merge (logged as a warning).
+- files not on a local file system, or any failure of the in-process merge (logged as a
+  warning).
 
 The Spark job turns it off with ``spark.streambed.mirror.inProcessMerge=false`` (every mirror is
 then merged by Spark).
@@ -46,12 +48,16 @@ from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import MirrorDivergedError
 from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, rewrite_whole, small_enough
 from airflow_provider_streambed.refresh.merge_queries import (
+    FILE,
     NET,
+    POS,
     ROW,
     copies_query,
     images_query,
     net_query,
     positions_query,
+    quoted,
+    quoted_text,
     removed_positions_query,
     unchanged_values_query,
 )
@@ -65,8 +71,8 @@ from airflow_provider_streambed.staging import (
     SEQ,
     TOAST_MARKER_PREFIX,
 )
+from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
-from airflow_provider_streambed.staging.members import parquet_type
 from airflow_provider_streambed.staging.records import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS
 
 logger = logging.getLogger(__name__)
@@ -117,8 +123,9 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         return None, why
     if source.capture.changes > MAX_CHANGES:  # the changelog is read whole, into this process's memory
         return None, f"{source.capture.changes} changes (more than {MAX_CHANGES})"
-    shape = pq.read_schema(paths[0][0]).remove_metadata()  # a snapshot's files share one schema
-    changes, why = _changes(source, shape)
+    columns = FileColumns.of(source.capture)
+    shape = columns.schema  # the columns at W: the previous files may hold older ones (schema evolution)
+    changes, why = _changes(source, columns)
     if changes is None:
         return None, why
     truncates = pc.indices_nonzero(pc.equal(changes[OP], OP_TRUNCATE))
@@ -128,34 +135,35 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
             return None, "unchanged-TOAST values after a truncate"
         return _truncated(source, after, shape), ""
     if source.capture.keyless and not source.member.append_only:
-        images, positions = _locate_rows(source, changes, shape.names, *paths)
+        images, positions = _locate_rows(source, changes, columns, *paths)
         rows = changes.take(images)
     elif source.member.append_only or not source.capture.key_columns:
         inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
         merged = LocalMirrorOutput(inserted, None, "append-only")
-        return (rewrite_whole(*paths, shape, merged, source.rewrite) if source.rewrite else merged), ""
+        return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
     else:
         markers = _marked(source, changes)
-        images, positions, unchanged = _locate(changes, list(source.capture.key_columns), *paths, markers)
+        images, positions, unchanged = _locate(changes, list(source.capture.key_columns), columns, *paths, markers)
         rows = _with_unchanged_values(changes.take(images), markers, unchanged)
     merged = LocalMirrorOutput(rows.select(shape.names).cast(shape), _deletes(source, positions), "merge-on-read")
-    return (rewrite_whole(*paths, shape, merged, source.rewrite) if source.rewrite else merged), ""
+    return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
 
 
 def _locate(
-    changes: pa.Table, key: list[str], data: tuple[str, ...], deletes: tuple[str, ...], markers: list[str]
+    changes: pa.Table, key: list[str], columns: FileColumns, data: tuple[str, ...], deletes: tuple[str, ...],
+    markers: list[str],
 ) -> tuple[pa.Array, pa.Table, pa.Table | None]:
     """The changelog positions of the new images, the file names and row numbers of the previous
     rows to delete, and (with ``markers``) the values of the images' unchanged-TOAST columns."""
     flags = [TOAST_MARKER_PREFIX + name for name in markers]
     ranked = changes.select([*key, COMMIT_LSN, SEQ, OP, *flags, *markers]).append_column(
         ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
-    parameters = [list(data), list(deletes)] if deletes else [list(data)]
     with _database().cursor() as connection:  # a connection of its own: its registered tables are its own
         connection.register("changes", ranked)
+        _previous_files(connection, columns, data)
         images = connection.execute(images_query(key)).to_arrow_table()
         positions = connection.execute(positions_query(key, bool(deletes), markers if markers else None),
-                                       parameters).to_arrow_table()
+                                       [list(deletes)] if deletes else []).to_arrow_table()
         unchanged = None
         if markers:  # the previous rows' values, for the images whose key has no earlier change
             connection.register("images", images)
@@ -183,7 +191,7 @@ def _with_unchanged_values(images: pa.Table, markers: list[str], unchanged: pa.T
 
 
 def _locate_rows(
-    source: MirrorInput, changes: pa.Table, columns: list[str], data: tuple[str, ...], deletes: tuple[str, ...]
+    source: MirrorInput, changes: pa.Table, columns: FileColumns, data: tuple[str, ...], deletes: tuple[str, ...]
 ) -> tuple[pa.Array, pa.Table]:
     """A keyless mirror's multiset merge: per distinct row, its inserts minus its deletes. The
     changelog positions of the rows to add (one per added copy), and the file names and row
@@ -193,14 +201,16 @@ def _locate_rows(
         MirrorDivergedError: the previous cut holds fewer rows equal to a removed row than the
             changes remove (the mirror no longer equals its source).
     """
-    counted = changes.select([*columns, OP]).append_column(ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
+    counted = changes.select([*columns.names, OP]).append_column(
+        ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
     with _database().cursor() as connection:
         connection.register("changes", counted)
-        net = connection.execute(net_query(columns)).to_arrow_table()
+        _previous_files(connection, columns, data)
+        net = connection.execute(net_query(columns.names)).to_arrow_table()
         connection.register("net", net)
         images = connection.execute(copies_query()).to_arrow_table()
-        query = removed_positions_query(columns, bool(deletes))
-        positions = connection.execute(query, [list(data), list(deletes)] if deletes else [list(data)]).to_arrow_table()
+        query = removed_positions_query(columns.names, bool(deletes))
+        positions = connection.execute(query, [list(deletes)] if deletes else []).to_arrow_table()
     removed = -(pc.sum(pc.filter(net[NET], pc.less(net[NET], 0))).as_py() or 0)
     if len(positions) < removed:
         raise MirrorDivergedError(
@@ -263,35 +273,46 @@ def _local_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str,
     return (tuple(paths[: len(data)]), tuple(paths[len(data):])), ""
 
 
-def _changes(source: MirrorInput, previous: pa.Schema) -> tuple[pa.Table | None, str]:
-    """The run's changes after the previous cut's W, or why Spark must merge them."""
+def _changes(source: MirrorInput, columns: FileColumns) -> tuple[pa.Table | None, str]:
+    """The run's changes after the previous cut's W, each segment read as the columns at W, or
+    why Spark must merge them."""
     segments = []
     for uri in source.capture.files:
         filesystem, path = storage.filesystem(uri)
         segments.append(pq.read_table(path, filesystem=filesystem))
-    if any(not segment.schema.equals(segments[0].schema) for segment in segments):
-        return None, "changelog segments differ in schema"
-    changes = pa.concat_tables(segments)
-    if why := _schema_change(source, previous, changes.schema):
+    extra = {field.name: field.type for field in segments[-1].schema if field.name not in columns.names}
+    changes = pa.concat_tables([columns.conform(segment, extra) for segment in segments])
+    if why := _schema_change(source):
         return None, why
     if source.previous_watermark is not None:
         changes = changes.filter(pc.greater_equal(changes[COMMIT_LSN], source.previous_watermark.value))
     return changes, ""
 
 
-def _schema_change(source: MirrorInput, previous: pa.Schema, changelog: pa.Schema) -> str:
-    """How the changelog's columns, types or key differ from the previous files' (empty: they do not)."""
+def _schema_change(source: MirrorInput) -> str:
+    """Why the in-process merge cannot take the table's columns or key (empty: it can)."""
     columns = set(source.capture.columns)
-    if set(previous.names) != columns or not {COMMIT_LSN, SEQ, OP, *columns} <= set(changelog.names):
-        return "the columns changed"
     if len({name.lower() for name in columns}) < len(columns):
         return "column names differ only in case"  # DuckDB's names are case-insensitive
     if source.previous_key_columns and tuple(source.previous_key_columns) != tuple(source.capture.key_columns):
         return "the key changed"
-    for field in previous:
-        if parquet_type(changelog.field(field.name).type) != parquet_type(field.type):
-            return f"column {field.name!r} changed type"
     return ""
+
+
+def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns, data: tuple[str, ...]) -> None:
+    """Create the view ``previous_files`` on ``connection``: the previous data files' rows as the
+    columns at W (each under the first of its names a file holds; null where none does), with each
+    row's file (:data:`FILE`) and row number in it (:data:`POS`)."""
+    files = "[" + ", ".join(quoted_text(path) for path in data) + "]"
+    scan = (f"read_parquet({files}, filename = '{FILE}', file_row_number = true, hive_partitioning = false, "
+            "union_by_name = true)")
+    present = {column[0] for column in connection.execute(f"SELECT * FROM {scan} LIMIT 0").description}
+    selected = []
+    for name in columns.names:
+        held = [quoted(other) for other in columns.held(name, present)]
+        value = "NULL" if not held else held[0] if len(held) == 1 else f"coalesce({', '.join(held)})"
+        selected.append(f"{value} AS {quoted(name)}")
+    connection.execute(f"CREATE TEMP VIEW previous_files AS SELECT {', '.join(selected)}, {FILE}, {POS} FROM {scan}")
 
 
 def _deletes(source: MirrorInput, positions: pa.Table) -> pa.Table | None:

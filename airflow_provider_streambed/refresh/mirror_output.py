@@ -38,7 +38,7 @@ class LocalMirrorOutput:
     """An in-process merge's result, always incremental (see :class:`MirrorOutput`).
 
     Attributes:
-        rows: the new images of the changed keys, shaped as the previous snapshot's files.
+        rows: the new images of the changed keys, with the table's columns at W.
         deletes: position-delete rows (:data:`.mirror_local.DELETE_SCHEMA`) over the previous snapshot's files;
             ``None`` when nothing is deleted.
         reason: ``merge-on-read``, or ``append-only`` for a mirror without a key.
@@ -61,5 +61,5 @@ def stage_mirror(
         incremental=output.incremental and not adopted, deletes=output.deletes,
         reason="bootstrap copy adopted, changes merged on read" if adopted else output.reason, adopted=adopted,
         base_snapshot_id=spec.previous_snapshots.get(source.member.name), resynced=capture.resynced,
-        source=capture.source_record(), renamed=capture.renamed,
+        source=capture.source_record(), renamed=capture.renamed, keep_empty=capture.reshaped,
     )

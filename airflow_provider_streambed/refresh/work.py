@@ -100,7 +100,7 @@ def _compute_reason(
             return "bootstrap copy"
         if capture.changes:
             return f"{capture.changes} changes in the changelog"
-        if set(capture.columns) != set(previous.columns):
+        if capture.reshaped or set(capture.columns) != set(previous.columns):
             return "the source table's columns changed"
         return None
     recomputed = {name.lower() for name, planned in work.items() if planned.compute}

@@ -148,6 +148,7 @@ def stage_member_output(
     resynced: str = "",
     source: Mapping[str, str] | None = None,
     renamed: Mapping[str, str] | None = None,
+    keep_empty: bool = False,
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -161,15 +162,17 @@ def stage_member_output(
     ``reason`` says why the output is whole or incremental; ``base_snapshot_id`` names the
     previous snapshot an incremental output applies to (recorded for incremental outputs only);
     ``resynced`` why a mirror's output is a copy taken again (a resync of the member), and
-    ``source`` what the capture recorded of a mirror's source table, and ``renamed`` a resynced
-    mirror's renamed columns (old name -> new).
+    ``source`` what the capture recorded of a mirror's source table, and ``renamed`` a mirror's
+    columns renamed since its last cut (old name -> new). ``keep_empty`` keeps an incremental
+    output's file without rows: it carries the member's columns, which publish evolves the table
+    to (a mirror whose source columns changed while no row did).
     A stale manifest (another W) is removed first, so a crash while writing never leaves a
     manifest that names files of another W.
     """
     discard_member_output(root, member)
     data_uri = join(member_dir(root, member), DATA_DIR)
     _overwrite(frame, data_uri)
-    files, rows = _list_parquet(data_uri, keep_empty=not incremental and not adopted)
+    files, rows = _list_parquet(data_uri, keep_empty=keep_empty or (not incremental and not adopted))
     if adopted:
         files, rows = adopted + files, rows + _row_count(adopted)
     delete_files: tuple[str, ...] = ()

@@ -53,8 +53,12 @@ class TableCapture:
             partition of a partitioned table), recorded with the mirror's snapshot: the next run
             compares it.
         attnums: each column's ``attnum`` by name when the run began (a column's identity).
-        renamed: of a resynced table, the columns renamed since the last cut (old name -> new):
-            publish renames them, keeping their field ids.
+        renamed: the columns renamed since the last cut (old name -> new): publish renames them,
+            keeping their field ids.
+        aliases: each column's other names (older ones) in the mirror's files and the changelog,
+            by its name now: the merges read a column under any of its names.
+        reshaped: the table's columns differ from its mirror's in the last cut (dropped, renamed,
+            added, widened): the cut evolves the mirror's schema even without a change of its rows.
     """
 
     member: str
@@ -71,6 +75,8 @@ class TableCapture:
     storage: str = ""
     attnums: Mapping[str, int] = field(default_factory=dict)
     renamed: Mapping[str, str] = field(default_factory=dict)
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    reshaped: bool = False
 
     @property
     def bootstrap(self) -> bool:
@@ -94,7 +100,8 @@ class TableCapture:
         """Inverse of ``dataclasses.asdict``."""
         data = {key: value for key, value in data.items() if key != "bootstrap"}  # a field of older releases
         lists = ("columns", "key_columns", "files", "copy_files", "filled_columns")
-        return cls(**{**data, **{k: tuple(data.get(k, ())) for k in lists}})
+        aliases = {name: tuple(names) for name, names in data.get("aliases", {}).items()}
+        return cls(**{**data, **{k: tuple(data.get(k, ())) for k in lists}, "aliases": aliases})
 
 
 @dataclass(frozen=True, slots=True)

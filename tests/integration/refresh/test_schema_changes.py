@@ -1,20 +1,24 @@
 """Source schema changes between cuts, under writers on another member.
 
 Real PostgreSQL, the real capture step, the job in-process on the ``local[2]`` session, and
-``publish_cut`` into an SQLite catalog. ``ADD COLUMN`` follows into the next cut (earlier rows
-read null). A change no change record carries (a column dropped, renamed, added with a default,
-or retyped, ``USING`` included) copies that member again in the next cut (a resync of the
-member) while the other mirror keeps merging; the cut before keeps its schema. Under
+``publish_cut`` into an SQLite catalog. A column added without a default, dropped, renamed or
+widened evolves the mirror in place: its schema by field id, its files kept, merged in-process
+and by Spark alike (earlier rows of an added column read null). A change no change record
+carries (a column added with a default, a type Iceberg cannot promote, ``USING`` included, a
+dropped column's name taken again, a new key) copies that member again in the next cut (a resync
+of the member) while the other mirror keeps merging; the cut before keeps its schema. Under
 ``on_schema_change="fail"`` such a change is refused as final until the member is resynced.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
@@ -23,6 +27,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from tests.integration.refresh.cuts import Cuts, cuts_of
 
 pytestmark = pytest.mark.slow
@@ -76,24 +81,88 @@ def test_added_columns_appear_in_the_next_cut_with_null_in_older_rows(cuts: Cuts
     assert all(row["flag"] is None for row in published_rows(cuts, 3, "accounts"))
 
 
+def data_files(cuts: Cuts, cut_id: int, member: str) -> set[str]:
+    cut = CutReader(cuts.catalog, GROUP.name).get(cut_id)
+    return {task.file.file_path for task in cut.table(member).scan(snapshot_id=cut.member(member).snapshot_id)
+            .plan_files()}
+
+
+@pytest.mark.parametrize("merge", ["in-process", "spark"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "ALTER TABLE accounts DROP COLUMN note",
+        "ALTER TABLE accounts RENAME COLUMN note TO remark",
+        "ALTER TABLE accounts ALTER COLUMN id TYPE bigint",
+        "ALTER TABLE accounts ALTER COLUMN note TYPE varchar(40), ALTER COLUMN balance SET DEFAULT 7, "
+        "ALTER COLUMN note SET NOT NULL",
+    ],
+    ids=["drop", "rename", "widen", "metadata"],
+)
+def test_a_compatible_change_evolves_the_mirror_in_place(
+    cuts: Cuts, spark: SparkSession, change: str, merge: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="airflow_provider_streambed.refresh.mirror_local")
+    spark.conf.set(IN_PROCESS_MERGE_CONF, str(merge == "in-process").lower())
+    try:
+        cuts.publish("run1")
+        cuts.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 2")  # before it: the old columns
+        cuts.conn.execute(change)
+        cuts.conn.execute("UPDATE accounts SET balance = 7 WHERE id = 1")  # after it: the new ones
+        cuts.conn.execute("DELETE FROM accounts WHERE id = 3")
+        cuts.conn.execute("INSERT INTO events VALUES (3, 'third')")
+        second = cuts.publish("run2")
+    finally:
+        spark.conf.unset(IN_PROCESS_MERGE_CONF)
+    assert published_rows(cuts, 2, "accounts") == source_rows(cuts)  # the columns and values at W
+    merged_here = "group=evolving member=accounts: merged in-process" in caplog.text
+    assert merged_here == (merge == "in-process"), caplog.text  # not a fallback to Spark
+    accounts = CutReader(cuts.catalog, GROUP.name).get(2).table("accounts")
+    summary = accounts.snapshot_by_id(second.members["accounts"].snapshot_id).summary
+    assert summary is not None and summary.get("streambed.resync-reason") is None
+    assert data_files(cuts, 1, "accounts") <= data_files(cuts, 2, "accounts")  # no file rewritten: merged on read
+    first = CutReader(cuts.catalog, GROUP.name).get(1).table("accounts").schema()
+    assert list(published_rows(cuts, 1, "accounts")[0]) == ["id", "balance", "note"]  # cut 1 keeps its schema
+    now = accounts.schema()
+    renamed = {"note": "remark"} if "RENAME" in change else {}
+    for field in first.fields:  # a column kept, renamed or promoted keeps its field id
+        if (name := renamed.get(field.name, field.name)) in now.column_names:
+            assert now.find_field(name).field_id == field.field_id, name
+    if "bigint" in change:
+        assert CutReader(cuts.catalog, GROUP.name).get(2).schema("accounts").field("id").type == pa.int64()
+    for cut_id, rows in ((1, published_rows(cuts, 1, "accounts")), (2, source_rows(cuts))):  # each with its schema
+        cut = CutReader(cuts.catalog, GROUP.name).get(cut_id)
+        through_duckdb = cut.to_duckdb(duckdb.connect()).execute("SELECT * FROM accounts ORDER BY id")
+        assert through_duckdb.fetch_arrow_table().to_pylist() == rows, f"cut {cut_id} through DuckDB"
+        through_spark = cut.to_spark(spark)["accounts"].orderBy("id").collect()
+        assert [row.asDict() for row in through_spark] == rows, f"cut {cut_id} through Spark"
+
+    cuts.conn.execute("UPDATE accounts SET balance = 8 WHERE id = 4")  # an ordinary run after it
+    assert cuts.publish("run3").cut_id == 3
+    assert published_rows(cuts, 3, "accounts") == source_rows(cuts)
+    rich = [row for row in source_rows(cuts) if row["balance"] > 100]
+    assert published_rows(cuts, 3, "rich") == rich and len(rich) == 1  # the derived member reads it too
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ("ALTER TABLE accounts DROP COLUMN note", "columns ['note'] were dropped or renamed"),
-        ("ALTER TABLE accounts RENAME COLUMN note TO remark", "columns ['note'] were renamed to ['remark']"),
         ("ALTER TABLE accounts ADD COLUMN region text NOT NULL DEFAULT 'eu'",
          "columns ['region'] were added with a DEFAULT"),
+        ("ALTER TABLE accounts ADD COLUMN stamp timestamptz DEFAULT clock_timestamp()",
+         "columns ['stamp'] were added with a DEFAULT"),  # volatile: a table rewrite wrote it
         ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)",
          "columns changed type: balance long -> decimal128(20, 2)"),
         ("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2) USING balance * 2",
          "columns changed type: balance long -> decimal128(20, 2)"),
-        ("ALTER TABLE accounts ALTER COLUMN id TYPE bigint", "columns changed type: id int -> long"),
+        ("ALTER TABLE accounts DROP COLUMN note, ADD COLUMN note text",
+         "columns ['note'] take the name of a dropped column"),
         ("ALTER TABLE accounts DROP CONSTRAINT accounts_pkey, ADD PRIMARY KEY (id, balance)",
          "what names one row changed from key:id to key:id,balance"),
         ("ALTER TABLE accounts REPLICA IDENTITY FULL, DROP CONSTRAINT accounts_pkey",
          "what names one row changed from key:id to keyless"),
     ],
-    ids=["drop", "rename", "add-default", "retype", "using", "widen", "new-key", "keyless"],
+    ids=["add-default", "add-volatile-default", "retype", "using", "name-taken-again", "new-key", "keyless"],
 )
 def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
     cuts: Cuts, change: str, reason: str
@@ -117,10 +186,8 @@ def test_a_change_no_change_record_carries_resyncs_the_member_in_the_next_cut(
     first = CutReader(cuts.catalog, GROUP.name).get(1).table("accounts").schema()
     kept = {field.name for field in accounts.schema().fields if field.name in first.column_names
             and accounts.schema().find_field(field.name).field_id == first.find_field(field.name).field_id}
-    assert kept == {"id", "balance", "note"} & set(first.column_names) & set(accounts.schema().column_names) - (
-        {"balance"} if "balance" in change and "TYPE" in change else set())  # a promotion keeps the field id
-    if "RENAME" in change:  # a column's identity is its attnum: the renamed column keeps its field id and data
-        assert accounts.schema().find_field("remark").field_id == first.find_field("note").field_id
+    replaced = {"balance"} if "TYPE" in change else set()
+    assert kept == {"id", "balance", "note"} - replaced  # an unpromotable type gets a new field id
 
     cuts.conn.execute("DELETE FROM accounts WHERE id = 4")  # an ordinary run merges on the copy
     cuts.conn.execute("INSERT INTO events VALUES (4, 'fourth')")
@@ -139,17 +206,21 @@ def strict(spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri:
 
 def test_under_the_fail_policy_a_change_is_refused_as_final_until_the_member_is_resynced(strict: Cuts) -> None:
     strict.publish("run1")
-    strict.conn.execute("ALTER TABLE accounts DROP COLUMN note")
+    strict.conn.execute("ALTER TABLE accounts DROP COLUMN note")  # in place: no refusal
     strict.conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
+    assert strict.publish("run2").cut_id == 2
+    strict.conn.execute("ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(20, 2)")
+    strict.conn.execute("UPDATE accounts SET balance = 5.5 WHERE id = 1")
     with pytest.raises(SchemaChangeError, match=r"group 'evolving', member 'accounts': source table public.accounts: "
-                                                r"columns \['note'\] were dropped or renamed.*on_schema_change is "
+                                                r"columns changed type: balance long -> decimal128\(20, 2\).*"
+                                                r"on_schema_change is "
                                                 r"'fail'; resync the member \(`streambed resync --group evolving "
                                                 r"--member accounts`") as refused:
-        strict.stage("run2")  # refused before W is pinned: nothing is copied, computed or published
+        strict.stage("run3")  # refused before W is pinned: nothing is copied, computed or published
     assert is_final(refused.value)
-    assert strict.ledger.get_run(GROUP.name, "run2") is None
-    assert strict.publish("run3", resync_members=["accounts"]).cut_id == 2
-    assert published_rows(strict, 2, "accounts") == source_rows(strict)
+    assert strict.ledger.get_run(GROUP.name, "run3") is None
+    assert strict.publish("run4", resync_members=["accounts"]).cut_id == 3
+    assert published_rows(strict, 3, "accounts") == source_rows(strict)
 
 
 def test_changes_on_both_sides_of_a_ddl_in_one_run_publish_right(cuts: Cuts) -> None:
@@ -162,8 +233,11 @@ def test_changes_on_both_sides_of_a_ddl_in_one_run_publish_right(cuts: Cuts) -> 
     assert published_rows(cuts, 2, "accounts") == source_rows(cuts)
 
     cuts.conn.execute("UPDATE accounts SET balance = 3 WHERE id = 3")
-    cuts.conn.execute("ALTER TABLE accounts DROP COLUMN note")  # the member is copied again
+    cuts.conn.execute("ALTER TABLE accounts DROP COLUMN note")  # in place
     cuts.conn.execute("UPDATE accounts SET balance = 4, tier = 1 WHERE id = 4")
+    cuts.conn.execute("ALTER TABLE accounts RENAME COLUMN tier TO level")
+    cuts.conn.execute("ALTER TABLE accounts ALTER COLUMN level TYPE bigint")
+    cuts.conn.execute("UPDATE accounts SET level = 5 WHERE id = 2")
     cuts.conn.execute("DELETE FROM accounts WHERE id = 1")
     assert cuts.publish("run3").cut_id == 3
     assert published_rows(cuts, 3, "accounts") == source_rows(cuts)

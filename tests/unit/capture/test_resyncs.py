@@ -11,6 +11,7 @@ from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.resyncs import (
     LastCutMirror,
     check_policy,
+    column_aliases,
     renamed_columns,
     resync_reasons,
     source_change,
@@ -36,23 +37,27 @@ PREVIOUS = LastCutMirror(pa.schema([("id", pa.int32()), ("n", pa.int32()), ("not
                                     ("amount", pa.decimal128(12, 2))]))
 
 
-def test_columns_as_they_were_need_no_resync() -> None:
+def test_changes_the_mirror_follows_in_place_need_no_resync() -> None:
     same = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), modifier=NUMERIC_12_2)
     assert source_change(same, PREVIOUS) == ""  # smallint is an Iceberg int; text a string
     added = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), ("tier", INT2),
                   modifier=NUMERIC_12_2)
     assert source_change(added, PREVIOUS) == ""  # a column added without a default: older rows are null
+    dropped = table(("id", INT4), ("n", INT2), ("amount", NUMERIC), modifier=NUMERIC_12_2)
+    assert source_change(dropped, PREVIOUS) == ""  # dropped from the schema by field id, files kept
+    widened = table(("id", INT8), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), modifier=((20 << 16) | 2) + 4)
+    assert source_change(widened, PREVIOUS) == ""  # int to long, a longer decimal: Iceberg promotes them
 
 
 def test_changes_no_change_record_carries_need_a_resync() -> None:
-    dropped = table(("id", INT4), ("n", INT2), ("amount", NUMERIC), modifier=NUMERIC_12_2)
-    assert source_change(dropped, PREVIOUS) == "columns ['note'] were dropped or renamed"
     defaulted = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), ("region", TEXT),
                       filled=("region",), modifier=NUMERIC_12_2)
     assert source_change(defaulted, PREVIOUS).startswith("columns ['region'] were added with a DEFAULT")
-    retyped = table(("id", INT8), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), modifier=((20 << 16) | 2) + 4)
+    retyped = table(("id", TEXT), ("n", INT2), ("note", INT8), ("amount", NUMERIC), modifier=((20 << 16) | 3) + 4)
     assert source_change(retyped, PREVIOUS) == (
-        "columns changed type: id int -> long, amount decimal128(12, 2) -> decimal128(20, 2)")
+        "columns changed type: id int -> string, note string -> long, amount decimal128(12, 2) -> decimal128(20, 3)")
+    narrowed = table(("id", INT4), ("n", INT2), ("note", TEXT), ("amount", NUMERIC), modifier=((10 << 16) | 2) + 4)
+    assert source_change(narrowed, PREVIOUS) == "columns changed type: amount decimal128(12, 2) -> decimal128(10, 2)"
 
 
 def test_a_partitioned_table_whose_partitions_changed_needs_a_resync() -> None:
@@ -79,10 +84,24 @@ def test_a_rename_is_told_from_a_drop_by_attnum() -> None:
     assert recorded.attnums == {"id": 1, "note": 3} and recorded.identity == "key:id"
     renamed = dataclasses.replace(table(("id", INT4), ("remark", TEXT)), attnums=(1, 3))
     assert renamed_columns(renamed, recorded) == {"note": "remark"}
-    assert source_change(renamed, recorded) == "columns ['note'] were renamed to ['remark']"
+    assert source_change(renamed, recorded) == ""  # renamed in place, keeping its field id
+    assert column_aliases(renamed, recorded) == {"remark": ("note",)}
     dropped_and_added = dataclasses.replace(renamed, attnums=(1, 4))  # DROP note, ADD remark: another attnum
-    assert renamed_columns(dropped_and_added, recorded) == {}
-    assert source_change(dropped_and_added, recorded) == "columns ['note'] were dropped or renamed"
+    assert renamed_columns(dropped_and_added, recorded) == {} and column_aliases(dropped_and_added, recorded) == {}
+    assert source_change(dropped_and_added, recorded) == ""
+
+
+def test_a_column_taking_a_dropped_columns_name_needs_a_resync() -> None:
+    recorded = LastCutMirror.of(pa.schema([("id", pa.int32()), ("note", pa.string())]),
+                                {"attnums": '{"id": 1, "note": 3}'},
+                                names={"id": ("id",), "note": ("memo", "note")}, retired=["legacy"])
+    readded = dataclasses.replace(table(("id", INT4), ("note", TEXT)), attnums=(1, 5))  # DROP note, ADD note
+    assert source_change(readded, recorded) == (
+        "columns ['note'] take the name of a dropped column, which the mirror's older files still hold")
+    back = dataclasses.replace(table(("id", INT4), ("note", TEXT), ("legacy", TEXT)), attnums=(1, 3, 6))
+    assert source_change(back, recorded).startswith("columns ['legacy'] take the name of a dropped column")
+    renamed_again = dataclasses.replace(table(("id", INT4), ("remark", TEXT)), attnums=(1, 3))
+    assert column_aliases(renamed_again, recorded) == {"remark": ("note", "memo")}  # every older name of the field
 
 
 def test_iceberg_types_fold_what_iceberg_does_not_tell_apart() -> None:
@@ -97,8 +116,9 @@ def test_requested_members_and_new_members() -> None:
     tables = {"a": table(("id", INT4)), "b": table(("id", INT8)), "c": table(("id", INT4))}
     one_int = LastCutMirror(pa.schema([("id", pa.int32())]))
     previous = {"a": one_int, "b": one_int}
-    assert resync_reasons(tables, previous, requested=["A"]) == {
-        "a": "requested", "b": "columns changed type: id int -> long"}  # c is new: copied anyway
+    assert resync_reasons(tables, {"a": one_int, "b": LastCutMirror(pa.schema([("id", pa.string())]))},
+                          requested=["A"]) == {"a": "requested", "b": "columns changed type: id string -> long"}
+    assert resync_reasons(tables, previous) == {}  # c is new: copied anyway
 
 
 def test_the_fail_policy_refuses_a_source_change_as_final_naming_the_command() -> None:
