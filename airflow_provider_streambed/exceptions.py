@@ -178,6 +178,11 @@ class CutExpiredError(CutNotFoundError):
         self.expired_at = expired_at
 
 
+class ChangeFeedError(FinalError):
+    """The change feed between two cuts cannot be given: the cuts are of different groups or in the
+    wrong order, or a member's files contradict each other (``Cut.changes_since``)."""
+
+
 class ConnectionConfigError(ConfigurationError):
     """An Airflow connection lacks a field streambed needs (names the connection id and field)."""
 

@@ -23,6 +23,7 @@ from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files, snapshot_columns
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
+from airflow_provider_streambed.feed import MemberChanges, changes_between
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
@@ -132,6 +133,21 @@ class Cut:
     def to_arrow(self, name: str) -> pa.Table:
         """Member ``name``'s rows at this cut."""
         return self.table(name).scan(snapshot_id=self.member(name).snapshot_id).to_arrow()
+
+    def changes_since(self, earlier: Cut, ledger: Ledger | None = None) -> dict[str, MemberChanges]:
+        """Per member of this cut, the rows removed and added since cut ``earlier`` of the same group:
+        the effect of the source transactions with commit LSN in ``[earlier.watermark, self.watermark)``,
+        net, in this cut's columns (:mod:`~airflow_provider_streambed.feed`).
+
+        Args:
+            earlier: an earlier (or the same) cut of this group.
+            ledger: the run ledger (default: the catalog's, as for :class:`CutReader`).
+
+        Raises:
+            CutExpiredError: either cut expired under the group's retention; the message says when.
+            ChangeFeedError: ``earlier`` is of another group or later than this cut.
+        """
+        return changes_between(earlier, self, ledger if ledger is not None else ledger_of(self.catalog))
 
     def row_counts(self) -> dict[str, int]:
         """Rows per member at this cut, from the snapshot summaries (no data read).

@@ -1,0 +1,133 @@
+"""The rows a merge-on-read member gained and lost between two of its snapshots, from metadata.
+
+Streambed's row deltas keep every manifest of the parent snapshot and add one manifest of new data
+files and one of new position-delete files. So when every manifest of the earlier snapshot is
+still listed by the later one, the manifests listed only by the later one hold exactly what the
+snapshots in between added, whatever their number (even if some of them expired since): the new
+data files are rows added (less the rows the new deletes remove from them), the new position
+deletes that point into older data files are rows removed, read from those files at those
+positions only. A whole rewrite in between (a compaction, a resync, a derived member's recompute)
+drops the earlier manifests or records deleted files; then :func:`snapshot_delta` says why it
+cannot walk, and the caller diffs the two snapshots' contents instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus, ManifestFile
+from pyiceberg.schema import Schema
+from pyiceberg.table import FileScanTask, StaticTable
+from pyiceberg.table.snapshots import Snapshot
+
+from airflow_provider_streambed.exceptions import ChangeFeedError
+
+logger = logging.getLogger(__name__)
+
+#: Threads reading the data files that lost rows.
+READ_THREADS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDelta:
+    """The files the later snapshot lists beyond the earlier one's.
+
+    Attributes:
+        data: data files added in between (rows added).
+        deletes: position-delete files added in between (rows removed, from older or newer files).
+        older_data: the data files both snapshots list (manifests of the earlier one), by path.
+    """
+
+    data: tuple[DataFile, ...]
+    deletes: tuple[DataFile, ...]
+    older_data: tuple[ManifestFile, ...]
+
+
+def snapshot_delta(io: FileIO, earlier: Snapshot, later: Snapshot) -> SnapshotDelta | str:
+    """The files added between ``earlier`` and ``later``, or why they do not say what changed."""
+    before = {manifest.manifest_path: manifest for manifest in earlier.manifests(io)}
+    after = later.manifests(io)
+    if not set(before) <= {manifest.manifest_path for manifest in after}:
+        return "a snapshot in between rewrote the member whole (a compaction, a resync or a whole write)"
+    data: list[DataFile] = []
+    deletes: list[DataFile] = []
+    for manifest in after:
+        if manifest.manifest_path in before:
+            continue
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+            if entry.status != ManifestEntryStatus.ADDED:
+                return "a snapshot in between removed whole files (a compaction, a resync or a whole write)"
+            content = entry.data_file.content
+            if content == DataFileContent.EQUALITY_DELETES:
+                return f"a snapshot in between wrote equality deletes ({entry.data_file.file_path})"
+            (data if content == DataFileContent.DATA else deletes).append(entry.data_file)
+    older = tuple(manifest for manifest in before.values() if manifest.content == ManifestContent.DATA)
+    return SnapshotDelta(tuple(data), tuple(deletes), older)
+
+
+def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.Array]:
+    """The positions each data file lost to ``deletes`` (Parquet position-delete files), sorted and distinct."""
+    tables = []
+    for delete in deletes:
+        with io.new_input(delete.file_path).open() as stream:
+            tables.append(pq.read_table(stream, columns=["file_path", "pos"]))
+    if not tables:
+        return {}
+    pairs = pa.concat_tables(tables).group_by(["file_path", "pos"]).aggregate([])
+    pairs = pairs.sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    positions: dict[str, pa.Array] = {}
+    for path in pc.unique(pairs["file_path"]).to_pylist():
+        positions[path] = pairs.filter(pc.equal(pairs["file_path"], path))["pos"].combine_chunks()
+    return positions
+
+
+def _scan(table: StaticTable, schema: Schema) -> ArrowScan:
+    """pyiceberg's reader of ``table``'s files, projecting them onto ``schema`` by field id."""
+    return ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+
+
+def added_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.Table:
+    """The rows of the added data files that the added deletes left, in ``schema``'s columns."""
+    deletes = set(delta.deletes)
+    return _scan(table, schema).to_table([FileScanTask(data_file, deletes) for data_file in delta.data])
+
+
+def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta, positions: dict[str, pa.Array]) -> pa.Table:
+    """The rows the added deletes removed from older data files, in ``schema``'s columns: each such
+    file is read (in threads) and only the deleted positions are kept."""
+    added = {data_file.file_path for data_file in delta.data}
+    wanted = {path: found for path, found in positions.items() if path not in added}
+    files = [
+        entry.data_file
+        for manifest in delta.older_data
+        for entry in manifest.fetch_manifest_entry(table.io)
+        if entry.data_file.file_path in wanted
+    ]
+    if missing := set(wanted) - {data_file.file_path for data_file in files}:
+        raise ChangeFeedError(f"table {'.'.join(table.name())}: position deletes name data files that neither "
+                              f"snapshot lists: {sorted(missing)[:3]}")
+    scan = _scan(table, schema)
+
+    def read(data_file: DataFile) -> pa.Table:
+        return scan.to_table([FileScanTask(data_file)]).take(wanted[data_file.file_path])
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        parts = list(pool.map(read, files))
+    logger.debug("table=%s: %d removed rows read from %d files", table.name(), sum(len(p) for p in parts), len(files))
+    return pa.concat_tables(parts) if parts else scan.to_table([])
+
+
+def rows_at(table: StaticTable, schema: Schema, planned: StaticTable, snapshot_id: int | None) -> pa.Table:
+    """Every row of ``planned``'s snapshot ``snapshot_id`` (``None``: no rows), read with ``table``'s
+    metadata in ``schema``'s columns."""
+    tasks = [] if snapshot_id is None else list(planned.scan(snapshot_id=snapshot_id).plan_files())
+    return _scan(table, schema).to_table(tasks)
