@@ -155,7 +155,12 @@ def load_group(reference: str) -> RefreshGroup:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and (not isinstance(getattr(args, "target", None), list) or any(word.startswith("-") for word in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # positionals after the options (``cuts diff --group G A B``), which argparse leaves over
+        args.target += extra
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
     handler: Handler = args.handler
     return handler(args)

@@ -1,10 +1,11 @@
-"""``streambed cuts list|show|verify|pin|unpin|expire``: inspect and keep a group's published cuts.
+"""``streambed cuts list|show|verify|diff|pin|unpin|expire``: inspect and keep a group's published cuts.
 
 Friendly tables by default, ``--json`` for scripts; ``verify`` exits non-zero when a member
 snapshot of a cut is missing or does not carry the cut's id and W. ``pin`` and ``unpin`` take
 the group and cut as ``--group``/``--cut`` or positionally (``streambed cuts pin bank 42``);
 ``expire`` applies the group's retention (it needs the declaration, which holds the retention)
-and ``--dry-run`` shows what would go.
+and ``--dry-run`` shows what would go. ``diff --group G A B`` prints what changed in each member
+from cut A to cut B (:mod:`.cuts_diff`).
 """
 
 from __future__ import annotations
@@ -17,24 +18,27 @@ from typing import Any
 from pyiceberg.catalog.sql import SqlCatalog
 
 from airflow_provider_streambed.cli import add_catalog_arguments, add_group_argument, group_name, load_group
-from airflow_provider_streambed.exceptions import CutNotFoundError, DeclarationError, PublishError
+from airflow_provider_streambed.cli.cuts_diff import diff_report
+from airflow_provider_streambed.exceptions import ChangeFeedError, CutNotFoundError, DeclarationError, PublishError
 from airflow_provider_streambed.read import Cut, CutReader
 
 logger = logging.getLogger(__name__)
 
-ACTIONS = ("list", "show", "verify", "pin", "unpin", "expire")
+ACTIONS = ("list", "show", "verify", "diff", "pin", "unpin", "expire")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``streambed cuts``."""
     parser.add_argument("action", choices=ACTIONS, help="what to do")
     parser.add_argument("target", nargs="*", metavar="GROUP CUT",
-                        help="pin/unpin: the group and cut, instead of --group and --cut")
+                        help="pin/unpin: the group and cut, instead of --group and --cut; diff: cuts A and B")
     add_group_argument(parser, name_will_do=True, required=False)
     add_catalog_arguments(parser)
     parser.add_argument("--cut", type=int, default=None, help="cut number (default: the latest)")
     parser.add_argument("--dry-run", action="store_true", help="expire: show what would go, change nothing")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--output", default=None, metavar="DIR",
+                        help="diff: also write each member's changes as DIR/<member>/removed.parquet and added.parquet")
 
 
 def _summary(cut: Cut) -> dict[str, Any]:
@@ -74,6 +78,10 @@ def _targets(args: argparse.Namespace) -> tuple[str, int | None]:
         DeclarationError: no group, too many positionals, or a cut that is not a number.
     """
     positional = list(args.target)
+    if args.action == "diff":
+        if args.group is None:
+            raise DeclarationError("cuts diff: name the group (--group)")
+        return args.group, None
     if len(positional) > 2 or (positional and args.action not in ("pin", "unpin")):
         raise DeclarationError(f"cuts {args.action}: unexpected arguments {positional}")
     group = args.group or (positional.pop(0) if positional else None)
@@ -91,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         reader = CutReader({"uri": args.catalog_uri, "warehouse": args.warehouse}, group_name(reference))
         if args.action == "list":
             return _list(reader, args.json)
+        if args.action == "diff":
+            return _print_diff(diff_report(reader, list(args.target), args.output), args.json)
         if args.action == "expire":
             return _expire(reader, reference, args)
         if args.action in ("pin", "unpin"):
@@ -101,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                   f"group {reader.group} cut {cut.cut_id}: {'pinned' if cut.pinned_at else 'not pinned'}")
             return 0
         cut = reader.latest() if cut_id is None else reader.get(cut_id)
-    except (CutNotFoundError, DeclarationError, PublishError) as error:
+    except (ChangeFeedError, CutNotFoundError, DeclarationError, PublishError) as error:
         print(json.dumps({"error": str(error)}) if args.json else f"error: {error}")
         return 2
     if args.action == "show":
@@ -166,3 +176,14 @@ def _verify(reader: CutReader, cut: Cut, as_json: bool) -> int:
         verified = len(cut.members)
         print(f"group {reader.group} cut {cut.cut_id} (W={cut.watermark}): OK, {verified} member snapshots verified")
     return 1 if problems else 0
+
+
+def _print_diff(report: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(report, indent=1))
+        return 0
+    print(f"group {report['group']}: cut {report['from_cut']} -> cut {report['to_cut']}: the transactions with "
+          f"commit LSN in [{report['since']}, {report['until']})")
+    headers = ["member", "removed", "added", "method", "reason"]
+    print(table(headers, [[row[h] for h in headers] for row in report["members"]]))
+    return 0

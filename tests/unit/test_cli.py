@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_streambed.cli import COMMANDS, GROUP_COMMANDS, build_parser, group_name, load_group, main
+from airflow_provider_streambed.cli.cuts_diff import cut_range
 from airflow_provider_streambed.exceptions import DeclarationError
 from airflow_provider_streambed.lsn import Lsn
 
@@ -120,3 +121,20 @@ def test_resync_copies_every_table_or_the_members_named() -> None:
     assert some.resync and some.members == ["orders", "lines"]  # refresh_once(resync=False, resync_members=...)
     plain = parser.parse_args(["refresh", *arguments])
     assert not plain.resync and plain.members == []
+
+
+def test_cuts_diff_takes_two_cut_numbers_after_the_options() -> None:
+    assert cut_range(["2", "5"]) == (2, 5)
+    with pytest.raises(DeclarationError, match="name two cut numbers"):
+        cut_range(["2"])
+    with pytest.raises(DeclarationError, match="name two cut numbers"):
+        cut_range(["2", "x"])
+
+
+def test_words_left_over_are_refused_unless_the_command_takes_positionals(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["runs", "list", "--group", "g", "--catalog-uri", "sqlite://", "--warehouse", "file:///w", "extra"])
+    assert "unrecognized arguments: extra" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["cuts", "diff", "--group", "g", "--catalog-uri", "sqlite://", "--warehouse", "file:///w", "1", "--bad"])
+    assert "unrecognized arguments: 1 --bad" in capsys.readouterr().err

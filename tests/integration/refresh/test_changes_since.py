@@ -1,0 +1,183 @@
+"""``Cut.changes_since`` on real PostgreSQL, the in-process refresh and a real catalog.
+
+A differential test: a random workload over several cuts (inserts, updates, deletes, key changes,
+rows inserted and deleted between two cuts, a keyless table with duplicates and NULLs, a carried
+member, a compaction and an added column in between). For every pair of cuts (A, B), A's rows
+less ``removed`` plus ``added`` are B's rows as multisets, and ``removed`` and ``added`` share no row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_provider_streambed import Mirror, RefreshGroup
+from airflow_provider_streambed.cli import main
+from airflow_provider_streambed.declarations import CutRetention
+from airflow_provider_streambed.exceptions import ChangeFeedError, CutExpiredError
+from airflow_provider_streambed.local import refresh_once
+from airflow_provider_streambed.read import Cut, CutReader
+
+pytestmark = pytest.mark.slow
+
+GROUP = RefreshGroup("feed", "src", "cat", "feed", (Mirror("public.accounts", compact_deleted_ratio=0.01),
+                                                     Mirror("public.events", compact_deleted_ratio=0.01)))
+SCHEMA = """
+CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance numeric(12, 2));
+INSERT INTO accounts SELECT g, 'o' || (g % 7), g * 10 FROM generate_series(1, 60) g;
+CREATE TABLE events (kind text, n int);
+ALTER TABLE events REPLICA IDENTITY FULL;
+INSERT INTO events SELECT 'k' || (g % 3), g % 4 FROM generate_series(1, 20) g;
+INSERT INTO events VALUES (NULL, NULL), (NULL, NULL), ('k1', 1);
+"""
+
+
+def _keyed_transaction(conn: psycopg.Connection[Any], rng: random.Random) -> None:
+    ids = [row[0] for row in conn.execute("SELECT id FROM accounts").fetchall()]
+    pick, fresh = rng.choice(ids), max(ids) + rng.randint(1, 5)
+    statement = rng.choice([
+        ("INSERT INTO accounts VALUES (%s, 'new', 1)", (fresh,)),
+        ("UPDATE accounts SET balance = balance + 1 WHERE id = %s", (pick,)),
+        ("UPDATE accounts SET owner = NULL WHERE id = %s", (pick,)),
+        ("DELETE FROM accounts WHERE id = %s", (pick,)),
+        ("UPDATE accounts SET id = %s WHERE id = %s", (fresh, pick)),  # a key change
+        ("UPDATE accounts SET balance = balance WHERE id = %s", (pick,)),  # changes nothing
+    ])
+    conn.execute(*statement)  # type: ignore[call-overload]  # a (query, params) pair
+
+
+def _keyless_transaction(conn: psycopg.Connection[Any], rng: random.Random) -> None:
+    rows = conn.execute("SELECT ctid::text, kind, n FROM events").fetchall()
+    ctid, kind, n = rng.choice(rows)
+    statement = rng.choice([
+        ("INSERT INTO events VALUES (%s, %s)", (kind, n)),  # a duplicate
+        ("DELETE FROM events WHERE ctid = %s::tid", (ctid,)),  # one of several identical rows
+        ("UPDATE events SET n = coalesce(n, 0) + 1 WHERE ctid = %s::tid", (ctid,)),
+        ("INSERT INTO events VALUES (NULL, NULL)", ()),
+    ])
+    conn.execute(*statement)  # type: ignore[call-overload]  # a (query, params) pair
+
+
+def _workload(dsn: str, rng: random.Random, run: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(rng.randint(3, 12)):
+            _keyed_transaction(conn, rng)
+        if run % 3 != 1:  # every third interval leaves 'events' alone: it is carried
+            for _ in range(rng.randint(2, 8)):
+                _keyless_transaction(conn, rng)
+        conn.execute("INSERT INTO accounts VALUES (100000, 'gone', 0)")  # inserted and deleted in between
+        conn.execute("DELETE FROM accounts WHERE id = 100000")
+        if run == 4:
+            conn.execute("ALTER TABLE accounts ADD COLUMN note text")
+            conn.execute("UPDATE accounts SET note = 'n' || id WHERE id % 5 = 0")
+
+
+def _bag(table: pa.Table, columns: list[str]) -> Counter[tuple[Any, ...]]:
+    """The rows of ``table`` in ``columns`` (a column it lacks reads as NULL), as a multiset."""
+    rows = table.to_pylist()
+    return Counter(tuple(row.get(column) for column in columns) for row in rows)
+
+
+def _rewrites(cuts: list[Cut], name: str) -> set[int]:
+    """The cuts whose snapshot of member ``name`` rewrote it whole (deleted its earlier files)."""
+    found = set()
+    for earlier, later in itertools.pairwise(cuts):
+        snapshot_id = later.members[name].snapshot_id
+        snapshot = later.table(name).snapshot_by_id(snapshot_id)
+        assert snapshot is not None and snapshot.summary is not None
+        if snapshot_id != earlier.members[name].snapshot_id and snapshot.summary.get("deleted-data-files"):
+            found.add(later.cut_id)
+    return found
+
+
+def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, sqlite_catalog_uri: str,
+                                                                   tmp_path: Path) -> None:
+    properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    rng = random.Random(34)
+    reader = CutReader(properties, GROUP)
+    cuts: list[Cut] = []
+    for run in range(7):
+        if run:
+            _workload(pg_dsn, rng, run)
+        result = refresh_once(GROUP, source_dsn=pg_dsn, catalog_properties=properties, run_key=f"r{run}",
+                              compact="all" if run == 3 else "none")
+        assert result.cut is not None
+        cuts.append(reader.get(result.cut.cut_id))
+    methods: Counter[tuple[str, str]] = Counter()
+    for i, earlier in enumerate(cuts):
+        for later in cuts[i:]:
+            changes = later.changes_since(earlier)
+            assert set(changes) == {"accounts", "events"}
+            for name, change in changes.items():
+                methods[(name, change.method)] += 1
+                assert (change.since, change.until) == (earlier.watermark, later.watermark)
+                columns = later.schema(name).names
+                assert change.removed.schema.names == change.added.schema.names == columns
+                removed, added = _bag(change.removed, columns), _bag(change.added, columns)
+                assert not removed & added, f"{name} {earlier.cut_id}->{later.cut_id}: not net"
+                before = _bag(earlier.to_arrow(name), columns)
+                assert removed <= before, f"{name} {earlier.cut_id}->{later.cut_id}: removed rows A lacks"
+                assert before - removed + added == _bag(later.to_arrow(name), columns), \
+                    f"{name} {earlier.cut_id}->{later.cut_id} ({change.method}: {change.reason})"
+                if earlier.members[name].snapshot_id == later.members[name].snapshot_id:
+                    assert change.removed.num_rows == change.added.num_rows == 0
+    # the pairs across a whole rewrite (the compaction, the added column's rewrite) are diffed whole
+    for name in ("accounts", "events"):
+        rewrites = _rewrites(cuts, name)
+        assert rewrites, f"{name}: the workload rewrote nothing whole"
+        across = sum(1 for a in cuts for b in cuts if any(a.cut_id < k <= b.cut_id for k in rewrites))
+        assert (methods[(name, "full diff")], methods[(name, "snapshots")]) == (across, 28 - across)
+    change = cuts[2].changes_since(cuts[1])["accounts"]
+    assert change.method == "snapshots" and change.reason == ""
+    assert "rewrote the member whole" in cuts[5].changes_since(cuts[1])["accounts"].reason
+
+    # the CLI: counts per member, and the changes as Parquet
+    base = ["--catalog-uri", sqlite_catalog_uri, "--warehouse", properties["warehouse"], "--group", "feed"]
+    out = tmp_path / "diff"
+    assert main(["cuts", "diff", *base, "2", "3", "--json", "--output", str(out)]) == 0
+    expected = cuts[2].changes_since(cuts[1])
+    for name, change in expected.items():
+        assert pq.read_table(out / name / "added.parquet").equals(change.added)
+        assert pq.read_table(out / name / "removed.parquet").num_rows == change.removed.num_rows
+    with pytest.raises(ChangeFeedError, match="must be the earlier cut"):
+        cuts[1].changes_since(cuts[2])
+
+
+def test_an_expired_cut_says_when_it_expired(pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
+    group = RefreshGroup("short", "src", "cat", "short", (Mirror("public.accounts"),),
+                         retention=CutRetention(keep_last=2, keep_newer_than=dt.timedelta(0),
+                                                 delete_files_after=dt.timedelta(0)))
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    reader = CutReader(properties, group)
+    cuts = []
+    for run in range(3):
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = %s", (run + 1,))
+        refresh_once(group, source_dsn=pg_dsn, catalog_properties=properties, run_key=f"r{run}")
+        cuts.append(reader.latest())
+    assert [cut.cut_id for cut in reader.list()] == [2, 3]
+    with pytest.raises(CutExpiredError, match=r"cut 1 \(W=.*\), which expired at 20"):
+        cuts[2].changes_since(cuts[0])
+    base = ["--catalog-uri", sqlite_catalog_uri, "--warehouse", properties["warehouse"], "--group", "short"]
+    assert main(["cuts", "diff", *base, "1", "3"]) == 2
+    assert "which expired at" in capsys.readouterr().out
+    assert main(["cuts", "diff", *base, "2", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "accounts" in printed and "snapshots" in printed
+    assert main(["cuts", "diff", *base, "2", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["members"][0]["added"] == 1
