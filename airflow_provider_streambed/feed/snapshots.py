@@ -14,17 +14,28 @@ cannot walk, and the caller diffs the two snapshots' contents instead.
 from __future__ import annotations
 
 import logging
+import tempfile
+import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntryStatus,
+    ManifestFile,
+)
 from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
@@ -101,11 +112,36 @@ def added_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.T
     return _scan(table, schema).to_table([FileScanTask(data_file, deletes) for data_file in delta.data])
 
 
+def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: Path) -> DataFile:
+    """A Parquet file in ``directory`` of ``data_file``'s rows at ``positions`` (sorted), as stored
+    (its physical columns and field ids), read from the row groups that hold them only."""
+    with io.new_input(data_file.file_path).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        sizes = np.array([parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)])
+        ends = np.cumsum(sizes)
+        group_of = np.searchsorted(ends, positions, side="right")
+        groups = np.unique(group_of)
+        rows = parquet.read_row_groups(groups.tolist())
+    offsets = np.cumsum(sizes[groups]) - sizes[groups]  # where each group read starts in ``rows``
+    local = positions - (ends - sizes)[group_of] + offsets[np.searchsorted(groups, group_of)]
+    path = directory / f"{uuid.uuid4().hex}.parquet"
+    pq.write_table(rows.take(pa.array(local, pa.int64())), path)
+    extract = DataFile.from_args(content=DataFileContent.DATA, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
+                                 partition=data_file.partition, record_count=len(positions),
+                                 file_size_in_bytes=path.stat().st_size)
+    extract.spec_id = data_file.spec_id  # not a field of the entry: pyiceberg sets it apart
+    return extract
+
+
 def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta, positions: dict[str, pa.Array]) -> pa.Table:
-    """The rows the added deletes removed from older data files, in ``schema``'s columns: each such
-    file is read (in threads) and only the deleted positions are kept."""
+    """The rows the added deletes removed from older data files, in ``schema``'s columns.
+
+    Each such file's row groups that hold deleted positions are read (in threads), those rows
+    kept in a small local Parquet file, and pyiceberg reads these onto ``schema`` by field id, as
+    it reads any data file of the table.
+    """
     added = {data_file.file_path for data_file in delta.data}
-    wanted = {path: found for path, found in positions.items() if path not in added}
+    wanted = {path: found.to_numpy() for path, found in positions.items() if path not in added}
     files = [
         entry.data_file
         for manifest in delta.older_data
@@ -115,15 +151,12 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta, posit
     if missing := set(wanted) - {data_file.file_path for data_file in files}:
         raise ChangeFeedError(f"table {'.'.join(table.name())}: position deletes name data files that neither "
                               f"snapshot lists: {sorted(missing)[:3]}")
-    scan = _scan(table, schema)
-
-    def read(data_file: DataFile) -> pa.Table:
-        return scan.to_table([FileScanTask(data_file)]).take(wanted[data_file.file_path])
-
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        parts = list(pool.map(read, files))
-    logger.debug("table=%s: %d removed rows read from %d files", table.name(), sum(len(p) for p in parts), len(files))
-    return pa.concat_tables(parts) if parts else scan.to_table([])
+    with tempfile.TemporaryDirectory(prefix="streambed-feed-") as directory, ThreadPoolExecutor(READ_THREADS) as pool:
+        extracts = list(pool.map(lambda data_file: _rows_at(table.io, data_file, wanted[data_file.file_path],
+                                                            Path(directory)), files))
+        rows = _scan(table, schema).to_table([FileScanTask(extract) for extract in extracts])
+    logger.debug("table=%s: %d removed rows read from %d files", table.name(), rows.num_rows, len(files))
+    return rows
 
 
 def rows_at(table: StaticTable, schema: Schema, planned: StaticTable, snapshot_id: int | None) -> pa.Table:

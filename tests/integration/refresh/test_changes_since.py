@@ -16,10 +16,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, RefreshGroup
 from airflow_provider_streambed.cli import main
@@ -101,7 +103,7 @@ def _rewrites(cuts: list[Cut], name: str) -> set[int]:
 
 
 def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, sqlite_catalog_uri: str,
-                                                                   tmp_path: Path) -> None:
+                                                                   tmp_path: Path, spark: SparkSession) -> None:
     properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(SCHEMA)
@@ -140,7 +142,14 @@ def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, s
         across = sum(1 for a in cuts for b in cuts if any(a.cut_id < k <= b.cut_id for k in rewrites))
         assert (methods[(name, "full diff")], methods[(name, "snapshots")]) == (across, 28 - across)
     change = cuts[2].changes_since(cuts[1])["accounts"]
-    assert change.method == "snapshots" and change.reason == ""
+    assert change.method == "snapshots" and change.reason == "" and change.added.num_rows > 0
+    removed_relation, added_relation = change.to_duckdb(duckdb.connect())
+    assert removed_relation.columns == change.removed.schema.names
+    assert removed_relation.to_arrow_table().num_rows == change.removed.num_rows
+    assert added_relation.aggregate("count(*)").fetchone() == (change.added.num_rows,)
+    removed_frame, added_frame = change.to_spark(spark)
+    assert (removed_frame.count(), added_frame.count()) == (change.removed.num_rows, change.added.num_rows)
+    assert removed_frame.columns == change.removed.schema.names
     assert "rewrote the member whole" in cuts[5].changes_since(cuts[1])["accounts"].reason
 
     # the CLI: counts per member, and the changes as Parquet

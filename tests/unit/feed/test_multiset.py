@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from airflow_provider_streambed.feed.multiset import difference, net
+from airflow_provider_streambed.feed.multiset import net
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.large_string()), ("amount", pa.decimal128(12, 2)),
                     ("at", pa.timestamp("us", tz="UTC")), ("tags", pa.list_(pa.string()))])
@@ -21,14 +21,15 @@ def _bag(table: pa.Table) -> Counter[str]:
     return Counter(repr(row) for row in table.to_pylist())
 
 
-def test_difference_counts_duplicates_and_nulls_and_keeps_the_schema() -> None:
+def test_net_counts_duplicates_and_nulls_and_keeps_the_schema() -> None:
     one = (1, "a", Decimal("1.50"), None, ["x"])
     null = (None, None, None, None, None)
     left = _table(one, one, one, null, null, (2, "b", Decimal(0), None, []))
     right = _table(one, null, (3, "c", Decimal(1), None, None))
-    result = difference(left, right)
-    assert result.schema == SCHEMA
-    assert _bag(result) == _bag(_table(one, one, null, (2, "b", Decimal(0), None, [])))
+    gone, came = net(left, right)
+    assert gone.schema == came.schema == SCHEMA
+    assert _bag(gone) == _bag(_table(one, one, null, (2, "b", Decimal(0), None, [])))
+    assert _bag(came) == _bag(_table((3, "c", Decimal(1), None, None)))
 
 
 def test_net_drops_the_rows_both_sides_share() -> None:
