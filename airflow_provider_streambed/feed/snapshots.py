@@ -55,7 +55,7 @@ class SnapshotDelta:
     Attributes:
         data: data files added in between (rows added).
         deletes: position-delete files added in between (rows removed, from older or newer files).
-        older_data: the data files both snapshots list (manifests of the earlier one), by path.
+        older_data: the earlier snapshot's data manifests (the files both snapshots list).
     """
 
     data: tuple[DataFile, ...]
