@@ -114,18 +114,19 @@ def added_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.T
 
 def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: Path) -> DataFile:
     """A Parquet file in ``directory`` of ``data_file``'s rows at ``positions`` (sorted), as stored
-    (its physical columns and field ids), read from the row groups that hold them only."""
+    (its physical columns and field ids), read one row group at a time from the row groups that
+    hold them only."""
+    parts = []
     with io.new_input(data_file.file_path).open() as stream:
         parquet = pq.ParquetFile(stream)
         sizes = np.array([parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)])
-        ends = np.cumsum(sizes)
-        group_of = np.searchsorted(ends, positions, side="right")
-        groups = np.unique(group_of)
-        rows = parquet.read_row_groups(groups.tolist())
-    offsets = np.cumsum(sizes[groups]) - sizes[groups]  # where each group read starts in ``rows``
-    local = positions - (ends - sizes)[group_of] + offsets[np.searchsorted(groups, group_of)]
+        starts = np.cumsum(sizes) - sizes
+        group_of = np.searchsorted(starts, positions, side="right") - 1
+        for group in np.unique(group_of):
+            local = positions[group_of == group] - starts[group]
+            parts.append(parquet.read_row_group(int(group)).take(pa.array(local, pa.int64())))
     path = directory / f"{uuid.uuid4().hex}.parquet"
-    pq.write_table(rows.take(pa.array(local, pa.int64())), path)
+    pq.write_table(pa.concat_tables(parts), path)
     extract = DataFile.from_args(content=DataFileContent.DATA, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
                                  partition=data_file.partition, record_count=len(positions),
                                  file_size_in_bytes=path.stat().st_size)
