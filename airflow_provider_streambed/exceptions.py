@@ -90,9 +90,18 @@ class DecodeError(StreambedError):
     """A pgoutput message or a copied value could not be decoded into its column's type."""
 
 
+def resync_member_fix(group: str, member: str) -> str:
+    """How to get a mirror going again that no longer follows its source table: copy it anew (a
+    resync of that member alone), the fix every error about one mirror names."""
+    return (f"resync the member: trigger the DAG with the Param 'resync_members' ['{member}'] (or run `streambed "
+            f"resync --group {group} --member {member}`), which copies it again in the next cut; older cuts stay "
+            "readable")
+
+
 class SchemaChangeError(FinalError):
-    """A source table changed in a way the mirror cannot follow (drop, type or key change). Final:
-    no retry changes the source's catalog; the message names the fix."""
+    """A source table changed in a way the mirror cannot follow (a changed key, or a change under
+    ``on_schema_change="fail"``). Final: no retry changes the source's catalog; the message names
+    the fix."""
 
 
 class RefreshError(StreambedError):

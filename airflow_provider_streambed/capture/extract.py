@@ -54,7 +54,7 @@ from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.type_resolver import TypeResolver
 from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import DecodeError, SchemaChangeError
+from airflow_provider_streambed.exceptions import DecodeError, SchemaChangeError, resync_member_fix
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import OP_DELETE, OP_TRUNCATE, OP_UPDATE, join
 
@@ -99,6 +99,7 @@ def _collector_paused() -> Iterator[None]:
 class _Target:
     """Where the changes of one relation go."""
 
+    member: str
     log: TableLog
     key_indexes: tuple[int, ...]
     read_new: Callable[[bytes, int], list[Value]]
@@ -211,7 +212,7 @@ class ChangeStream:
             log.set_layout(relation.columns, types)
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
-        self._targets[relation.oid] = _Target(log, keys, tuple_reader(len(names)), table.keyless,
+        self._targets[relation.oid] = _Target(member, log, keys, tuple_reader(len(names)), table.keyless,
                                               self.copies.get(member))
 
     @staticmethod
@@ -246,8 +247,8 @@ class ChangeStream:
         """The error for a keyless table's change without its whole old row."""
         return SchemaChangeError(
             f"{target.log.where}: a change carries no old row image, so the replica identity of this table without "
-            "a primary key is no longer FULL; a keyless mirror needs every old image (ALTER TABLE ... REPLICA "
-            "IDENTITY FULL), then resync the group (Param resync or streambed resync --group G)"
+            "a primary key is no longer FULL; a keyless mirror needs every old image: ALTER TABLE ... REPLICA "
+            f"IDENTITY FULL, then {resync_member_fix(self.group, target.member)}"
         )
 
     def finish(self) -> None:

@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.column_changes import columns_change, iceberg_type, types_change
-from airflow_provider_streambed.exceptions import SchemaChangeError
+from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
 
 #: A resync the user asked for.
 REQUESTED = "requested"
@@ -168,7 +168,6 @@ def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Ma
         if why != REQUESTED:
             raise SchemaChangeError(
                 f"group {group!r}, member {member!r}: source table {tables[member].qualified_name}: {why}, which the "
-                f"mirror cannot follow change by change, and the group's on_schema_change is 'fail'; resync the "
-                f"member (`streambed resync --group {group} --member {member}`, or the Param 'resync_members' "
-                f"['{member}']) to copy it again in the next cut"
+                f"mirror cannot follow in place, and the group's on_schema_change is 'fail'; "
+                f"{resync_member_fix(group, member)}"
             )

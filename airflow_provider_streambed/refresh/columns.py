@@ -14,13 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from airflow_provider_streambed.column_changes import columns_change
-from airflow_provider_streambed.exceptions import SchemaChangeError
+from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
 from airflow_provider_streambed.staging import TableCapture
-
-#: How to get a refused member going again: copy it anew.
-RESYNC_FIX = ("resync the member: trigger the DAG with the Param 'resync_members' ['{member}'] (or run `streambed "
-              "resync --group {group} --member {member}`), which copies it again in the next cut; older cuts stay "
-              "readable")
 
 
 def check_mirror_columns(group: str, capture: TableCapture, previous_columns: Collection[str]) -> None:
@@ -36,6 +31,6 @@ def check_mirror_columns(group: str, capture: TableCapture, previous_columns: Co
             its catalog (final: no retry changes the source's catalog).
     """
     if why := columns_change(capture.columns, capture.filled_columns, list(previous_columns), capture.renamed):
-        fix = RESYNC_FIX.format(group=group, member=capture.member)
         raise SchemaChangeError(f"group {group!r}, member {capture.member!r}: source table {capture.source_table}: "
-                                f"{why}; the mirror cannot follow that change by change: {fix}")
+                                f"{why}; the mirror cannot follow that change in place: "
+                                f"{resync_member_fix(group, capture.member)}")

@@ -78,8 +78,7 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
     file_columns = FileColumns.of(source.capture)
     changes = _read_changelog(spark, source, file_columns)
     previous = SnapshotScan(spark, source.previous, file_columns) if source.previous.data else None
-    check_mirror_key(f"group {source.group!r}, member {source.member.name!r}, table {source.member.qualified_table!r}",
-                     source.capture, source.previous_key_columns)
+    check_mirror_key(source.group, source.capture, source.previous_key_columns)
     columns = list(source.capture.columns)
     markers = [name for name in columns if TOAST_MARKER_PREFIX + name in changes.columns]
     change_rows = changes.select(

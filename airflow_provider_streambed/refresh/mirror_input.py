@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.exceptions import MirrorDivergedError, resync_member_fix
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.staging import JobSpec, SnapshotFiles, TableCapture
@@ -49,4 +50,13 @@ def mirror_input(spec: JobSpec, group: RefreshGroup, member: Mirror, capture: Ta
         previous_key_columns=spec.previous_key_columns.get(member.name, ()),
         previous_watermark=spec.prev_watermark,
         rewrite=spec.rewrite.get(member.name, ""),
+    )
+
+
+def diverged(source: MirrorInput, what: str) -> MirrorDivergedError:
+    """The final error of a keyless mirror whose changes remove rows its previous cut lacks
+    (``what`` says which), with the fix: a resync of the member."""
+    return MirrorDivergedError(
+        f"group {source.group!r}, member {source.member.name!r}: {what}: the mirror no longer equals its source "
+        f"table {source.member.qualified_table!r}; {resync_member_fix(source.group, source.member.name)}"
     )

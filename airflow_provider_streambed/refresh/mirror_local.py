@@ -45,7 +45,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.exceptions import MirrorDivergedError
 from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, rewrite_whole, small_enough
 from airflow_provider_streambed.refresh.merge_queries import (
     FILE,
@@ -61,7 +60,7 @@ from airflow_provider_streambed.refresh.merge_queries import (
     removed_positions_query,
     unchanged_values_query,
 )
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput, diverged
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
@@ -213,12 +212,8 @@ def _locate_rows(
         positions = connection.execute(query, [list(deletes)] if deletes else []).to_arrow_table()
     removed = -(pc.sum(pc.filter(net[NET], pc.less(net[NET], 0))).as_py() or 0)
     if len(positions) < removed:
-        raise MirrorDivergedError(
-            f"group {source.group!r}, member {source.member.name!r}: the previous cut holds "
-            f"{removed - len(positions)} fewer rows equal to rows the changes of "
-            f"{source.member.qualified_table!r} delete than they delete: the mirror no longer equals its source "
-            "table; resync the group (Param resync or streambed resync --group G)"
-        )
+        raise diverged(source, f"the previous cut holds {removed - len(positions)} fewer rows equal to rows the "
+                               "changes delete than they delete")
     return _column(images, ROW), positions
 
 
@@ -241,11 +236,7 @@ def _truncated(source: MirrorInput, changes: pa.Table, shape: pa.Schema) -> Loca
         else:
             net = connection.execute(net_query(list(shape.names))).to_arrow_table()
             if pc.any(pc.less(net[NET], 0)).as_py():
-                raise MirrorDivergedError(
-                    f"group {source.group!r}, member {source.member.name!r}: a change of "
-                    f"{source.member.qualified_table!r} deletes a row that no change after its truncate added; "
-                    "resync the group (Param resync or streambed resync --group G)"
-                )
+                raise diverged(source, "a change deletes a row that no change after its truncate added")
             connection.register("net", net)
             images = connection.execute(copies_query()).to_arrow_table()
     rows = changes.take(_column(images, ROW)).select(shape.names).cast(shape)

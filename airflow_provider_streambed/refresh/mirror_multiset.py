@@ -17,8 +17,7 @@ from operator import and_
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from airflow_provider_streambed.exceptions import MirrorDivergedError
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput, diverged
 from airflow_provider_streambed.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import OP, OP_DELETE
 
@@ -43,7 +42,7 @@ def multiset(rows: DataFrame, columns: list[str]) -> DataFrame:
     the changes leave it; fails the job when the changes delete a row the previous rows lack."""
     net = _net(rows, columns).withColumn(NET, F.when(F.col(NET) > 0, F.col(NET)).otherwise(
         F.raise_error(F.lit("a change deletes a row that the previous cut does not hold: the mirror no longer "
-                            "equals its source table; resync the group"))))
+                            "equals its source table; resync the member"))))
     return _copies(net, columns).select(*columns)
 
 
@@ -68,10 +67,6 @@ def net_rows(
     wanted = removed.agg(F.coalesce(-F.sum(NET), F.lit(0))).first()
     found = chosen.count()
     if wanted is not None and found < wanted[0]:
-        raise MirrorDivergedError(
-            f"group {source.group!r}, member {source.member.name!r}: the previous cut holds {wanted[0] - found} "
-            f"fewer rows equal to rows the changes of {source.member.qualified_table!r} delete than they delete: "
-            "the mirror no longer equals its source table; resync the group (Param resync or streambed resync "
-            "--group G)"
-        )
+        raise diverged(source, f"the previous cut holds {wanted[0] - found} fewer rows equal to rows the changes "
+                               "delete than they delete")
     return _copies(net, columns).select(*columns), previous.deletes_of(chosen)

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from airflow_provider_streambed.exceptions import SchemaChangeError
+from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
 from airflow_provider_streambed.staging import TableCapture
 
 
-def check_mirror_key(where: str, capture: TableCapture, previous_key_columns: Sequence[str]) -> None:
+def check_mirror_key(group: str, capture: TableCapture, previous_key_columns: Sequence[str]) -> None:
     """Refuse a mirror whose key changed since its previous cut.
 
     Args:
-        where: ``group ..., member ..., table ...`` for messages.
+        group: the group's name.
         capture: the run's capture of the table (its key).
         previous_key_columns: the key in the previous cut (empty: not known).
 
@@ -28,6 +28,7 @@ def check_mirror_key(where: str, capture: TableCapture, previous_key_columns: Se
     """
     if previous_key_columns and tuple(previous_key_columns) != tuple(capture.key_columns):
         raise SchemaChangeError(
-            f"{where}: key changed from {list(previous_key_columns)} to {list(capture.key_columns)}; the mirror "
-            f"cannot follow it change by change: resync the member (`streambed resync --member {capture.member}`)"
+            f"group {group!r}, member {capture.member!r}, table {capture.source_table!r}: key changed from "
+            f"{list(previous_key_columns)} to {list(capture.key_columns)}; the mirror cannot follow it change by "
+            f"change: {resync_member_fix(group, capture.member)}"
         )

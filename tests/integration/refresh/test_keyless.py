@@ -162,4 +162,5 @@ def test_a_delete_of_a_row_the_previous_cut_lacks_fails_the_merge(spark: SparkSe
     if merge != "whole":  # the merge-on-read paths check before writing; a whole rewrite fails in the job
         assert isinstance(failed.value, FinalRefreshError) and is_final(failed.value)
         assert "MirrorDivergedError: group 'diverged', member 't': the previous cut holds 1 fewer rows equal to rows " \
-               "the changes of 'public.t' delete" in str(failed.value)
+               "the changes delete than they delete: the mirror no longer equals its source table 'public.t'; resync " \
+               "the member" in str(failed.value)
