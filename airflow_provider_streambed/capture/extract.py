@@ -24,6 +24,7 @@ xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and co
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import logging
 import struct
@@ -45,6 +46,7 @@ from airflow_provider_streambed.capture.pgoutput import (
     Relation,
     Truncate,
     Value,
+    commit_timestamp,
     decode_message,
     decode_update,
     read_tuple,
@@ -131,6 +133,7 @@ class ChangeStream:
     copies: Mapping[str, CopyFilter] = field(default_factory=dict)
     transactions: int = 0
     skipped: int = 0
+    newest_commit_time: int | None = None  # of the kept transactions (pgoutput's microseconds)
     _targets: dict[int, _Target] = field(default_factory=dict)
     _open: Begin | None = None
     _keep: bool = False
@@ -199,6 +202,7 @@ class ChangeStream:
             if not message.commit_lsn < self.watermark.value:
                 raise DecodeError(f"group {self.group!r}: kept a transaction committed at {Lsn(message.commit_lsn)}")
             self.transactions += 1
+            self.newest_commit_time = max(self.newest_commit_time or 0, message.commit_time)
         self._open, self._keep = None, False
 
     def _relation(self, relation: Relation) -> None:
@@ -271,6 +275,7 @@ class ExtractResult:
     files: dict[str, tuple[str, ...]]
     changes: dict[str, int]
     columns: dict[str, tuple[str, ...]]
+    newest_commit_at: dt.datetime | None = None
 
 
 def extract_changes(
@@ -339,4 +344,5 @@ def extract_changes(
         files=files,
         changes={member: log.changes for member, log in logs.items()},
         columns={member: tuple(c.name for c in log.layout) for member, log in logs.items()},
+        newest_commit_at=None if stream.newest_commit_time is None else commit_timestamp(stream.newest_commit_time),
     )

@@ -12,6 +12,7 @@ does no per-value conversion.
 
 from __future__ import annotations
 
+import datetime as dt
 import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -52,12 +53,22 @@ class Begin(NamedTuple):
 
 
 class Commit(NamedTuple):
-    """``C``: a transaction ends; ``commit_lsn`` starts the commit record, ``end_lsn`` ends it."""
+    """``C``: a transaction ends; ``commit_lsn`` starts the commit record, ``end_lsn`` ends it;
+    ``commit_time`` is in microseconds since PostgreSQL's epoch (:func:`commit_timestamp`)."""
 
     flags: int
     commit_lsn: int
     end_lsn: int
     commit_time: int
+
+
+#: PostgreSQL's epoch, which pgoutput's timestamps count from.
+PG_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+
+def commit_timestamp(commit_time: int) -> dt.datetime:
+    """A Commit message's ``commit_time`` as a UTC datetime."""
+    return PG_EPOCH + dt.timedelta(microseconds=commit_time)
 
 
 class Origin(NamedTuple):

@@ -349,6 +349,8 @@ def capture_run(
             "the changes were read (dropped and re-created by a concurrent resync?), so they may be incomplete; "
             "retry the run"
         )
+    if extracted.newest_commit_at is not None:
+        ledger.record_newest_commit(group.name, run_key, extracted.newest_commit_at)
     captures = _table_captures(tables, copies, extracted, resynced, previous or {})
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)

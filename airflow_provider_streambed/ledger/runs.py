@@ -60,6 +60,8 @@ class RunRecord:
         holdback: the visibility report of the run's capture: how many transactions were open
             longer than the threshold at pin time, and the oldest one's age in seconds; ``None``
             when not recorded (the probe failed, or the run predates the figures).
+        newest_commit_at: when the newest source transaction of the group's tables that the run
+            captured committed (``None``: it captured none, or predates the figure).
     """
 
     group: str
@@ -73,6 +75,7 @@ class RunRecord:
     replaced_by: str | None = None
     dag_run: DagRunRef | None = None
     holdback: tuple[int, float] | None = None
+    newest_commit_at: dt.datetime | None = None
 
     def age(self) -> dt.timedelta:
         """Time since the run pinned its W."""
@@ -95,6 +98,7 @@ class RunRecord:
             dag_run=dag_run,
             holdback=None if row["holdback_count"] is None
             else (int(row["holdback_count"]), float(row["holdback_oldest_seconds"] or 0.0)),
+            newest_commit_at=None if row["newest_commit_at"] is None else as_utc(row["newest_commit_at"]),
         )
 
 
@@ -219,6 +223,16 @@ class RunLedger(LedgerDatabase):
             update(runs_table)
             .where(runs_table.c.group_name == group, runs_table.c.run_key == run_key)
             .values(holdback_count=count, holdback_oldest_seconds=oldest_seconds)
+        )
+        with self.engine.begin() as conn:
+            conn.execute(statement)
+
+    def record_newest_commit(self, group: str, run_key: str, at: dt.datetime) -> None:
+        """Store when the newest transaction the run's capture kept committed (the latest attempt's wins)."""
+        statement = (
+            update(runs_table)
+            .where(runs_table.c.group_name == group, runs_table.c.run_key == run_key)
+            .values(newest_commit_at=at)
         )
         with self.engine.begin() as conn:
             conn.execute(statement)

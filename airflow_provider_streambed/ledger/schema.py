@@ -61,6 +61,8 @@ runs_table = Table(
     # The visibility report at pin time (capture/holdback.py); NULL when the probe failed.
     Column("holdback_count", BigInteger, nullable=True),
     Column("holdback_oldest_seconds", Float, nullable=True),
+    # When the newest transaction the run's capture kept committed (its freshness); NULL: none kept.
+    Column("newest_commit_at", DateTime(timezone=True), nullable=True),
     PrimaryKeyConstraint("group_name", "run_key"),
 )
 

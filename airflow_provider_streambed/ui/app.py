@@ -79,7 +79,8 @@ def group_page(conn_id: str, group: str, cut: int | None = None) -> str:
 
 def cut_rows(catalog: Catalog, ledger: Ledger, records: list[CutRecord]) -> list[CutRow]:
     """The page's rows: rows per member from the snapshot summaries (each table loaded once), and
-    the lag from the run's pin to the publish (the commit time of W is not recorded)."""
+    each cut's freshness: the lag from the commit of the newest source transaction it holds to its
+    publish (from its run's pin, W's time, when its capture kept no transaction)."""
     tables = {}
     rows = []
     for record in records:
@@ -89,7 +90,8 @@ def cut_rows(catalog: Catalog, ledger: Ledger, records: list[CutRecord]) -> list
                 tables[member.table_identifier] = catalog.load_table(member.table_identifier)
             counts[name] = snapshot_rows(tables[member.table_identifier], member.snapshot_id)
         run = ledger.get_run(record.group, record.run_key)
-        lag = (record.published_at - run.pinned_at).total_seconds() if run is not None else None
+        newest = None if run is None else run.newest_commit_at or run.pinned_at
+        lag = None if newest is None else (record.published_at - newest).total_seconds()
         rows.append(CutRow(record.cut_id, str(record.watermark), record.published_at, record.run_key, counts,
                            record.pinned_at is not None, lag))
     return rows

@@ -27,7 +27,8 @@ tr.highlight { background: #fef3c7; }
 
 @dataclass(frozen=True, slots=True)
 class CutRow:
-    """One cut as the page shows it."""
+    """One cut as the page shows it; ``lag_seconds`` is its freshness: from the commit of the
+    newest source transaction it holds (else its run's pin) to its publish."""
 
     cut_id: int
     watermark: str
@@ -86,7 +87,8 @@ def render_group(
     head = "".join(f"<th>{escape(name)} rows</th>" for name in members)
     rows = "".join(_cut_row(cut, members, cut.cut_id == highlight)
                    for cut in sorted(cuts, key=lambda c: c.cut_id, reverse=True))
-    table = (f"<table><tr><th>cut</th><th>W</th><th>published at</th><th>run</th>{head}<th></th></tr>{rows}</table>"
+    table = (f"<table><tr><th>cut</th><th>W</th><th>published at</th><th>lag</th><th>run</th>{head}<th></th></tr>"
+             f"{rows}</table>"
              if cuts else "<p>No cut yet.</p>")
     body = (f"<p><a href='../../'>all groups</a></p><h1>Group {escape(group)}</h1>"
             f"<p>catalog connection {escape(conn_id)}</p>{last_capture(last_run)}"
@@ -115,13 +117,16 @@ def _cut_row(cut: CutRow, members: Sequence[str], highlight: bool) -> str:
     marked = " class='highlight'" if highlight else ""
     pinned = "<td class='pinned'>pinned</td>" if cut.pinned else "<td></td>"
     counts = "".join(f"<td class='num'>{cut.rows.get(name, -1)}</td>" for name in members)
+    lag = "-" if cut.lag_seconds is None else f"{cut.lag_seconds:.1f} s"
     return (f"<tr id='cut-{cut.cut_id}'{marked}><td class='num'>{cut.cut_id}</td><td>{escape(cut.watermark)}</td>"
-            f"<td>{escape(cut.published_at.isoformat(timespec='seconds'))}</td><td>{escape(cut.run_key)}</td>"
+            f"<td>{escape(cut.published_at.isoformat(timespec='seconds'))}</td><td class='num'>{lag}</td>"
+            f"<td>{escape(cut.run_key)}</td>"
             f"{counts}{pinned}</tr>")
 
 
 def freshness_plot(cuts: Sequence[CutRow]) -> str:
-    """An SVG line of each cut's lag (seconds from its run's pin to its publish) over publish time."""
+    """An SVG line of each cut's lag (seconds from the commit of the newest source transaction it
+    holds, else its run's pin, to its publish) over publish time."""
     points = sorted((cut.published_at, cut.lag_seconds) for cut in cuts if cut.lag_seconds is not None)
     if len(points) < 2:
         return "<p>The plot needs two cuts.</p>"

@@ -28,6 +28,7 @@ def test_cuts_newest_first_with_rows_pins_and_a_plot() -> None:
     assert "<th>a rows</th><th>b rows</th>" in html
     assert "<td class='num'>3</td><td class='num'>6</td><td></td>" in html
     assert "<td class='pinned'>pinned</td>" in html
+    assert "<td>2026-11-25T12:02:00+00:00</td><td class='num'>20.0 s</td><td>run2</td>" in html  # its freshness
     assert "points='40.0,126.7 330.0,73.3 620.0,20.0'" in html  # lag 10, 20, 30 s over 2 minutes
     assert ">2026-11-25 12:01:00</text>" in html and ">12:03:00 UTC</text>" in html  # the time axis
     assert freshness_plot(cuts[:1]) == "<p>The plot needs two cuts.</p>"

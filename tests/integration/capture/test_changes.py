@@ -169,3 +169,18 @@ def test_open_and_prepared_transactions_across_the_pin(source: Conn, ledger: Led
     following = capture_run(source, group, ledger, "r2", warehouse)
     assert sorted(read_changes(following.manifest, "t")["id"].to_pylist()) == [1, 2, 3, 5]
     assert len(xids(following.manifest)) == 2 == following.manifest.transactions
+
+
+def test_the_run_records_when_its_newest_transaction_committed(source: Conn, ledger: Ledger, warehouse: str) -> None:
+    source.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    group = make_group("t")
+    publish(source, ledger, group, capture_run(source, group, ledger, "r0", warehouse))
+    before = source.execute("SELECT clock_timestamp()").fetchone()[0]
+    source.execute("INSERT INTO t VALUES (1)")
+    source.execute("INSERT INTO t VALUES (2)")
+    after = source.execute("SELECT clock_timestamp()").fetchone()[0]
+    capture_run(source, group, ledger, "r1", warehouse)
+    run = ledger.get_run(group.name, "r1")
+    assert run is not None and run.newest_commit_at is not None
+    assert before <= run.newest_commit_at <= after <= run.pinned_at  # the second insert's commit, before W
+    assert ledger.get_run(group.name, "r0").newest_commit_at is None  # the first run kept no transaction
