@@ -10,6 +10,7 @@ spark-connect start|stop`` is its command line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -81,10 +82,9 @@ class ConnectServer:
         """The pid of this server if its process is alive, else ``None``."""
         try:
             pid = int(self.pid_file.read_text())
-            os.kill(pid, 0)
-        except (FileNotFoundError, ValueError, ProcessLookupError):
+        except (FileNotFoundError, ValueError):
             return None
-        return pid
+        return pid if _alive(pid) else None
 
     def accepts_connections(self) -> bool:
         """Whether something listens on the port."""
@@ -120,7 +120,8 @@ class ConnectServer:
                            f"{self._log_tail()}")
 
     def stop(self, timeout: float = 30) -> bool:
-        """Stop the server (its whole process group); ``False`` if it was not running."""
+        """Stop the server (its whole process group; a server this process started is reaped, not left a
+        zombie); ``False`` if it was not running."""
         pid = self.running_pid()
         self.pid_file.unlink(missing_ok=True)
         if pid is None:
@@ -128,14 +129,31 @@ class ConnectServer:
         os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not _alive(pid):
                 return True
             time.sleep(0.2)
         os.killpg(pid, signal.SIGKILL)
+        _reap(pid, 0)
         return True
 
     def _log_tail(self, lines: int = 5) -> str:
         text = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
         return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a child of this process that exited is reaped first)."""
+    _reap(pid, os.WNOHANG)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _reap(pid: int, options: int) -> None:
+    """Collect the exit status of ``pid`` if it is a child of this process (a server it started)
+    that exited (``os.WNOHANG``) or once it exits (``0``). Until then an exited child is a zombie,
+    which takes signals as a running process does; another process's child is its parent's to reap."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, options)

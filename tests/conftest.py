@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,15 +100,4 @@ def spark_connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     """A real Spark Connect server (``local[2]``) for the whole test session; yields its URL."""
     server = ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect"))
     yield server.start()
-    # The server is this process's child: once it exits it stays a zombie, which ConnectServer.stop
-    # (made for a server started by another process) takes as running for its whole 30 s timeout.
-    pid = server.running_pid()
-    if pid is not None:
-        threading.Thread(target=reap, args=(pid,), daemon=True).start()
     server.stop()
-
-
-def reap(pid: int) -> None:
-    """Wait for the child process ``pid`` to exit and collect its exit status."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)

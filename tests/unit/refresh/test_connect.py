@@ -1,7 +1,8 @@
-"""The Spark Connect path's pure parts: what is said about a server, and how a local one starts."""
+"""The Spark Connect path without Spark: what is said about a server, how a local one starts and stops."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,17 @@ def test_a_local_server_runs_the_connect_class_on_its_port(tmp_path: Path) -> No
     assert "spark.connect.grpc.binding.port=15123" in command and "spark.driver.memory=2g" in command
     assert command[-1] == "spark-internal"
     assert (server.url, server.running_pid(), server.stop()) == ("sc://localhost:15123", None, False)
+
+
+def test_stop_reaps_a_server_this_process_started(tmp_path: Path) -> None:
+    # a child in a session of its own, its handle dropped, as ConnectServer.start leaves the server's spark-submit
+    pid = os.posix_spawnp("sleep", ["sleep", "600"], os.environ, setsid=True)
+    server = ConnectServer(port=free_port(), state_dir=tmp_path)
+    server.pid_file.write_text(str(pid))
+    assert server.running_pid() == pid
+    assert server.stop()
+    with pytest.raises(ProcessLookupError):  # gone, not a zombie (a zombie takes signal 0)
+        os.kill(pid, 0)
+    with pytest.raises(ChildProcessError):  # and its exit status collected
+        os.waitpid(pid, os.WNOHANG)
+    assert (server.running_pid(), server.pid_file.exists()) == (None, False)
