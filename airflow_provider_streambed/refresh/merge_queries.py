@@ -54,18 +54,26 @@ def copies_query() -> str:
     return f"SELECT {ROW} FROM (SELECT {ROW}, unnest(range({NET})) FROM net WHERE {NET} > 0) ORDER BY {ROW}"
 
 
-def removed_positions_query(columns: list[str], deletes: bool) -> str:
+def removed_positions_query(columns: list[str], deletes: bool, probe: str | None = None) -> str:
     """File names and row numbers of previous live rows (the view ``previous_files``) equal to a
     removed row, as many per removed row as it loses, at most (``$1``: the delete files, when
-    ``deletes``)."""
+    ``deletes``).
+
+    With ``probe`` (a column no removed row holds NULL in: :mod:`.keyless_probe`), the previous
+    rows are first narrowed to those whose ``probe`` value a removed row has: a semi join that
+    DuckDB pushes into the Parquet scan, so the other columns are read only where it matches.
+    """
     condition = " AND ".join(f"previous.{quoted(name)} IS NOT DISTINCT FROM removed.{quoted(name)}"
                              for name in columns)
+    narrowed = "" if probe is None else (
+        f"SEMI JOIN (SELECT DISTINCT {quoted(probe)} FROM net WHERE {NET} < 0) AS probed "
+        f"ON previous.{quoted(probe)} = probed.{quoted(probe)}\n            ")
     return f"""
         SELECT name, pos FROM (
             SELECT parse_filename(previous.{FILE}) AS name, previous.{POS} AS pos, -removed.{NET} AS wanted,
                    row_number() OVER (PARTITION BY removed.{ROW} ORDER BY previous.{FILE}, previous.{POS}) AS k
             FROM previous_files AS previous
-            JOIN (SELECT * FROM net WHERE {NET} < 0) AS removed ON {condition}{_live_rows(deletes)})
+            {narrowed}JOIN (SELECT * FROM net WHERE {NET} < 0) AS removed ON {condition}{_live_rows(deletes)})
         WHERE k <= wanted"""
 
 

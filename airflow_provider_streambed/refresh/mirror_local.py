@@ -9,8 +9,9 @@ changed keys (their file name and row number, reading the key columns only) and 
 changes; the new images are the changelog's own rows, taken by pyarrow, so their values and
 types are exactly the changelog's (as a bootstrap copy's are). A keyless mirror is merged as a
 multiset, as :mod:`.mirror` does: DuckDB counts each distinct changed row's inserts minus
-deletes, and picks that many previous live rows equal to each removed row (reading every column
-of the previous files, the whole row being the only identity).
+deletes, and picks that many previous live rows equal to each removed row (compared on every
+column, the whole row being the only identity, after a scan narrowed by one column:
+:mod:`.keyless_probe`).
 
 Columns dropped, renamed, added or widened since the previous cut merge here too: the previous
 files and the changelog segments are read as the columns at W
@@ -46,6 +47,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, rewrite_whole, small_enough
+from airflow_provider_streambed.refresh.keyless_probe import probe_column
 from airflow_provider_streambed.refresh.merge_queries import (
     FILE,
     NET,
@@ -208,7 +210,8 @@ def _locate_rows(
         net = connection.execute(net_query(columns.names)).to_arrow_table()
         connection.register("net", net)
         images = connection.execute(copies_query()).to_arrow_table()
-        query = removed_positions_query(columns.names, bool(deletes))
+        probe = probe_column(net.filter(pc.less(net[NET], 0)).select(columns.names))
+        query = removed_positions_query(columns.names, bool(deletes), probe)
         positions = connection.execute(query, [list(deletes)] if deletes else []).to_arrow_table()
     removed = -(pc.sum(pc.filter(net[NET], pc.less(net[NET], 0))).as_py() or 0)
     if len(positions) < removed:

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -27,9 +28,12 @@ from airflow_provider_streambed.exceptions import FinalRefreshError, is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh import mirror_local
 from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
-from airflow_provider_streambed.staging import TableCapture
+from airflow_provider_streambed.refresh.keyless_probe import probe_column
+from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirror_local import DELETE_SCHEMA, IN_PROCESS_MERGE_CONF, merge_in_process
+from airflow_provider_streambed.staging import SnapshotFiles, TableCapture
 from tests.integration.refresh.changelog_model import TableModel
 from tests.integration.refresh.cuts import Cuts, cuts_of
 from tests.integration.refresh.jobs import advance, read_files, stage_spec
@@ -164,3 +168,38 @@ def test_a_delete_of_a_row_the_previous_cut_lacks_fails_the_merge(spark: SparkSe
         assert "MirrorDivergedError: group 'diverged', member 't': the previous cut holds 1 fewer rows equal to rows " \
                "the changes delete than they delete: the mirror no longer equals its source table 'public.t'; resync " \
                "the member" in str(failed.value)
+
+
+def test_the_in_process_merge_narrowed_by_a_probe_column_deletes_what_comparing_whole_rows_deletes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rows sharing the probe's value (id 1) differ in the other column, NULL included; one is already deleted
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+    data = tmp_path / "previous" / "part-0.parquet"
+    data.parent.mkdir()
+    pq.write_table(pa.table({"id": [1, 1, 1, 1, 2, None, 1], "v": ["a", "a", "b", None, "a", "a", "a"]},
+                            schema=schema), data)
+    deleted = tmp_path / "previous" / "deletes.parquet"
+    pq.write_table(pa.table({"file_path": [data.as_uri()], "pos": [0]}, schema=DELETE_SCHEMA), deleted)
+    model = TableModel("t", schema, ("id", "v"))
+    for op, row in (("D", {"id": 1, "v": "a"}), ("D", {"id": 1, "v": "a"}), ("D", {"id": 1, "v": None}),
+                    ("I", {"id": 2, "v": "a"})):
+        model._log(op, row)
+    model.commit()
+    capture = replace(model.flush(tmp_path / "changes", "t"), key_columns=(), keyless=True)
+    source = MirrorInput("g", Mirror("public.t"), capture, SnapshotFiles((data.as_uri(),), (deleted.as_uri(),)),
+                         (), Lsn(1))
+    probes: list[str | None] = []
+
+    def recorded(removed: pa.Table) -> str | None:
+        probes.append(probe_column(removed))
+        return probes[-1]
+
+    monkeypatch.setattr(mirror_local, "probe_column", recorded)
+    narrowed = merge_in_process(source)
+    monkeypatch.setattr(mirror_local, "probe_column", lambda removed: None)
+    whole = merge_in_process(source)
+    assert probes == ["id"] and narrowed is not None and whole is not None
+    for merged in (narrowed, whole):
+        assert merged.deletes is not None and sorted(merged.deletes.column("pos").to_pylist()) == [1, 3, 6]
+        assert merged.rows.to_pylist() == [{"id": 2, "v": "a"}]
