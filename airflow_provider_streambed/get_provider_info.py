@@ -41,6 +41,9 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "triggers": [
+            {"integration-name": "Streambed", "python-modules": [f"{_PACKAGE}.triggers.changes"]},
+        ],
         "connection-types": [
             {
                 "connection-type": "postgres",

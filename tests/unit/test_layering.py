@@ -23,7 +23,8 @@ SOURCE = Path(airflow_provider_streambed.__file__).parent
 
 #: The Airflow face (DESIGN section 7): the rooms that may import Airflow. The package root is
 #: one too, through its lazy export of the task group, but at import it loads no Airflow.
-AIRFLOW_FACE = frozenset({PACKAGE, "assets", "get_provider_info", "hooks", "operators", "task_group", "ui"})
+AIRFLOW_FACE = frozenset({PACKAGE, "assets", "get_provider_info", "hooks", "operators", "task_group", "triggers",
+                         "ui"})
 #: Modules that import nothing of the package but each other.
 PURE = frozenset({f"{PACKAGE}.lsn", f"{PACKAGE}.declarations", f"{PACKAGE}.member_declarations",
                   f"{PACKAGE}.exceptions"})

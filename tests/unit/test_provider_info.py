@@ -16,6 +16,7 @@ def test_every_listed_class_imports() -> None:
     paths = [hook["hook-class-name"] for hook in info.get("connection-types", [])]
     paths += [name for group in info.get("hooks", []) for name in group.get("python-modules", [])]
     paths += [name for group in info.get("operators", []) for name in group.get("python-modules", [])]
+    paths += [name for group in info.get("triggers", []) for name in group.get("python-modules", [])]
     paths += [entry["handler"] for entry in info.get("asset-uris", [])]
     assert len(paths) >= 8, paths
     for path in paths:

@@ -1,0 +1,1 @@
+"""Airflow triggers: event triggers for asset watchers and deferrable operators."""
