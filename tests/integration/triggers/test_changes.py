@@ -68,12 +68,14 @@ def publish(ledger: Ledger, dsn: str, run: str) -> Lsn:
 
 
 @asynccontextmanager
-async def watching() -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-    """A new trigger of the group running as the triggerer runs it; its event payloads arrive in the queue."""
+async def watching(trigger: GroupChangesTrigger | None = None) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+    """``trigger`` (default: a new one of the group) running as the triggerer runs it; its event payloads
+    arrive in the queue."""
     events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    trigger = trigger or GroupChangesTrigger.for_group(GROUP, poll_interval=POLL)
 
     async def consume() -> None:
-        async for event in GroupChangesTrigger.for_group(GROUP, poll_interval=POLL).run():
+        async for event in trigger.run():
             await events.put(event.payload)
 
     task = asyncio.create_task(consume())
