@@ -35,12 +35,16 @@ import psycopg
 from airflow_provider_streambed.exceptions import ConfigurationError
 from airflow_provider_streambed.lsn import Lsn
 
-#: One poll: the WAL insert position and the counters of the group's tables (``schema.table`` names).
+#: One poll: the WAL insert position and the counters of the group's tables, found through the
+#: catalog's name indexes (the cost does not grow with the database's other tables). The
+#: functions are those behind ``pg_stat_user_tables``' ``n_tup_ins``, ``n_tup_upd``, ``n_tup_del``.
 POLL_QUERY = """
-SELECT pg_current_wal_insert_lsn()::text AS lsn, s.schemaname || '.' || s.relname AS name, s.relid::bigint,
-       c.relfilenode::bigint, s.n_tup_ins + s.n_tup_upd + s.n_tup_del AS writes
-FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-WHERE s.schemaname || '.' || s.relname = ANY(%s::text[])
+SELECT pg_current_wal_insert_lsn()::text AS lsn, t.schema || '.' || t.name AS name, c.oid::bigint,
+       c.relfilenode::bigint,
+       pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_tuples_updated(c.oid) + pg_stat_get_tuples_deleted(c.oid)
+FROM unnest(%s::text[], %s::text[]) AS t(schema, name)
+JOIN pg_namespace n ON n.nspname = t.schema
+JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.name
 UNION ALL SELECT pg_current_wal_insert_lsn()::text, NULL, NULL, NULL, NULL
 ORDER BY name NULLS FIRST
 """
@@ -113,6 +117,12 @@ def decide(seen: tuple[TableCounters, ...] | None, state: SourceState, last_cut:
                     state.tables)
 
 
+def poll_parameters(tables: Sequence[str]) -> tuple[list[str], list[str]]:
+    """:data:`POLL_QUERY`'s parameters: the schemas and the names of ``tables`` (``schema.table``)."""
+    parts = [table.split(".", 1) for table in tables]
+    return [schema for schema, _ in parts], [name for _, name in parts]
+
+
 async def read_source_state(connection: psycopg.AsyncConnection[Any], tables: Sequence[str]) -> SourceState:
     """Poll the source once: its WAL insert position and the counters of ``tables``.
 
@@ -122,7 +132,7 @@ async def read_source_state(connection: psycopg.AsyncConnection[Any], tables: Se
         tables: the group's source tables as ``schema.table``.
     """
     async with connection.cursor() as cursor:
-        await cursor.execute(POLL_QUERY, (list(tables),))
+        await cursor.execute(POLL_QUERY, poll_parameters(tables))
         rows = await cursor.fetchall()
     counters = tuple(TableCounters(str(name), int(relid), int(node), int(writes))
                      for _, name, relid, node, writes in rows if name is not None)
