@@ -1,0 +1,175 @@
+"""Benchmark of freshness: commit -> visible in a cut, for the bank's mirrors driven by the change trigger.
+
+A writer moves money at about ``--rate`` transactions per second on a throwaway PostgreSQL cluster
+for ``--seconds``; each transfer's commit time is noted. Runs of a mirrors-only bank group
+(``refresh_once``: capture, in-process merge, publish) are started by the group's
+:class:`~airflow_provider_streambed.triggers.changes.GroupChangesTrigger` (``--driver trigger``:
+events arriving during a run collapse into the next, as a DAG with ``max_active_runs=1``
+scheduled on the group's Asset does), or back to back (``--driver loop``). After each cut the
+transfers it holds are read with ``CutReader``: a transfer's latency is from its commit to the
+moment its cut was read. Then the writer stops and the source stays quiet for
+``--quiet-seconds``: the runs the trigger starts meanwhile are counted (goal 0). Airflow's own
+scheduling and task start are not in these figures (no scheduler runs here). Prints percentiles
+beside the goals; no assertion on time.
+
+    .venv/bin/python benchmarks/bench_freshness.py [--seconds 300] [--rate 5] [--driver trigger|loop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="streambed-bench-airflow-"))
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.examples.bank import load_bank, move_money
+from airflow_provider_streambed.local import StepTimes, refresh_once
+from airflow_provider_streambed.member_declarations import Mirror
+from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from airflow_provider_streambed.triggers.changes import GroupChangesTrigger
+
+GROUP = RefreshGroup(name="bank_fresh", source_conn_id="bench_source", catalog_conn_id="bench_catalog",
+                     namespace="bank_fresh", members=(Mirror("public.accounts"), Mirror("public.transfers")))
+
+
+@dataclass
+class Freshness:
+    """Commit times of the writer's transfers and the latencies of those seen in cuts."""
+
+    committed: dict[int, float] = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+    latencies: list[float] = field(default_factory=list)
+    runs: list[StepTimes] = field(default_factory=list)
+    events: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def write(self, dsn: str, rate: float, stop: threading.Event) -> None:
+        """Move money about ``rate`` times a second until ``stop``, noting each commit's time."""
+        rng = random.Random(11)
+        with psycopg.connect(dsn) as conn:
+            while not stop.is_set():
+                transfer = move_money(conn, rng)
+                with self.lock:
+                    self.committed[transfer] = time.monotonic()
+                stop.wait(1 / rate)
+
+    def run(self, dsn: str, properties: dict[str, str]) -> None:
+        """One run of the group, then the latencies of the transfers its cut made visible."""
+        times = StepTimes()
+        refresh_once(GROUP, source_dsn=dsn, catalog_properties=properties, times=times)
+        ids = CutReader(properties, GROUP).latest().to_arrow("transfers").column("id").to_pylist()
+        now = time.monotonic()
+        with self.lock:
+            new = set(ids) - self.seen
+            self.latencies.extend(now - self.committed[i] for i in new if i in self.committed)
+            self.seen |= new
+        self.runs.append(times)
+
+
+async def drive_by_trigger(freshness: Freshness, dsn: str, properties: dict[str, str], poll: float,
+                           until: float) -> None:
+    """Runs started by the trigger's events until ``until`` (monotonic), one at a time."""
+    pending = asyncio.Event()
+
+    async def watch() -> None:
+        async for _ in GroupChangesTrigger.for_group(GROUP, poll_interval=poll).run():
+            freshness.events += 1
+            pending.set()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        while time.monotonic() < until:
+            try:
+                await asyncio.wait_for(pending.wait(), max(0.0, until - time.monotonic()))
+            except TimeoutError:
+                break
+            pending.clear()
+            await asyncio.to_thread(freshness.run, dsn, properties)
+    finally:
+        watcher.cancel()
+
+
+def connections(dsn: str, properties: dict[str, str]) -> None:
+    """The group's two Airflow connections as ``AIRFLOW_CONN_*`` variables (the trigger resolves them)."""
+    params = conninfo_to_dict(dsn)
+    os.environ["AIRFLOW_CONN_BENCH_SOURCE"] = json.dumps({
+        "conn_type": "postgres", "host": params["host"], "port": int(str(params["port"])),
+        "login": params["user"], "schema": params["dbname"]})
+    os.environ["AIRFLOW_CONN_BENCH_CATALOG"] = json.dumps({"conn_type": "streambed_catalog", "extra": properties})
+
+
+def percentile(values: list[float], q: int) -> float:
+    """The ``q``-th percentile of ``values``."""
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+def main() -> None:
+    """Write, drive runs, measure, then stay quiet and count runs; print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--rate", type=float, default=5)
+    parser.add_argument("--quiet-seconds", type=float, default=60)
+    parser.add_argument("--poll-interval", type=float, default=2.0)
+    parser.add_argument("--driver", choices=["trigger", "loop"], default="trigger")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    freshness = Freshness()
+    with ThrowawayCluster() as cluster, tempfile.TemporaryDirectory() as directory:
+        dsn = cluster.dsn(cluster.create_database())
+        load_bank(dsn)
+        with psycopg.connect(dsn) as conn:
+            move_money(conn, random.Random(1))  # transfers is not empty at the first cut
+        properties = {"uri": f"sqlite:///{Path(directory) / 'catalog.db'}",
+                      "warehouse": (Path(directory) / "warehouse").as_uri()}
+        connections(dsn, properties)
+        refresh_once(GROUP, source_dsn=dsn, catalog_properties=properties)  # the first cut: a copy
+        stop = threading.Event()
+        writer = threading.Thread(target=freshness.write, args=(dsn, args.rate, stop), daemon=True)
+        writer.start()
+        until = time.monotonic() + args.seconds
+        if args.driver == "trigger":
+            asyncio.run(drive_by_trigger(freshness, dsn, properties, args.poll_interval, until))
+        else:
+            while time.monotonic() < until:
+                freshness.run(dsn, properties)
+        stop.set()
+        writer.join()
+        freshness.run(dsn, properties)  # the tail of the writer's transfers
+        busy_runs, busy_events = len(freshness.runs), freshness.events
+        quiet_runs = 0
+        if args.driver == "trigger":
+            asyncio.run(drive_by_trigger(freshness, dsn, properties, args.poll_interval,
+                                         time.monotonic() + args.quiet_seconds))
+            quiet_runs = len(freshness.runs) - busy_runs
+
+    latencies = freshness.latencies
+    runs = freshness.runs[:busy_runs]
+    print(f"driver={args.driver}: writer at {args.rate:g} tx/s for {args.seconds:g} s: {len(freshness.committed)} "
+          f"transfers, {busy_runs} runs, {busy_events} trigger events")
+    print(f"  commit -> visible: p50 {percentile(latencies, 50):5.1f} s  p99 {percentile(latencies, 99):5.1f} s  "
+          f"max {max(latencies):5.1f} s   (goal p50 <= 15 s, p99 <= 30 s; peers 10-60 s, 'within a minute')")
+    print(f"  a run: mean {statistics.mean(t.capture + t.refresh + t.publish for t in runs):5.2f} s  (capture "
+          f"{statistics.mean(t.capture for t in runs):.2f}, refresh {statistics.mean(t.refresh for t in runs):.2f}, "
+          f"publish {statistics.mean(t.publish for t in runs):.2f})")
+    if args.driver == "trigger":
+        print(f"  quiet source for {args.quiet_seconds:g} s: {quiet_runs} runs started (goal 0), "
+              f"{60 / args.poll_interval:.0f} polls/min (cost per poll: benchmarks/bench_trigger_poll.py)")
+
+
+if __name__ == "__main__":
+    main()
