@@ -24,6 +24,7 @@ from airflow_provider_streambed.operators.base import StreambedBaseOperator
 from airflow_provider_streambed.operators.lineage import StreambedRunFacet, lineage_of, source_datasets
 from airflow_provider_streambed.operators.links import XCOM_KEY, HoldbackLink
 from airflow_provider_streambed.operators.metrics import emit_copy_progress, emit_freshness, emit_metrics
+from airflow_provider_streambed.triggers.changes import DEFAULT_POLL_INTERVAL, GroupChangesTrigger
 from airflow_provider_streambed.ui.page import page_url
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ the group is pinned and unpublished this task fails; trigger with Param `superse
 to abandon that run instead (its W is never published). When the group's replication slot was
 lost or dropped, trigger with Param `resync`: the run copies every table again into a new cut.
 Param `resync_members` (member names) copies only those mirrors again, in the run's cut.
+
+With `deferrable=True` the first try waits in the triggerer (no worker slot) until the group's
+source tables have commits the last cut does not hold, then pins W.
 """
 
 
@@ -87,6 +91,11 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
             ``resync_members``): each is copied at a snapshot consistent with the run's W and
             published whole, the other members keep merging (checked against the group when
             the DAG file is parsed).
+        deferrable: on the task's first try, wait in the triggerer (holding no worker slot) until
+            the group's source tables have commits the last cut does not hold
+            (:class:`~airflow_provider_streambed.triggers.changes.GroupChangesTrigger`), then pin
+            W. Retries, clears, an explicit W and a resync never wait.
+        poll_interval: seconds between the deferred trigger's polls of the source.
     """
 
     template_fields = ("source_conn_id", "catalog_conn_id", "watermark_lsn")
@@ -105,6 +114,8 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         resync: bool = False,
         resync_members: Sequence[str] = (),
+        deferrable: bool = False,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("doc_md", DOC_MD)
@@ -123,6 +134,28 @@ class CaptureWatermarkOperator(StreambedBaseOperator):
         self.slot_create_timeout_seconds = float(slot_create_timeout_seconds)
         self.resync = resync
         self.resync_members = tuple(self.group.member(name).name for name in resync_members)
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Wait for changes in the triggerer first when deferrable (see the class docstring), then capture."""
+        if self.deferrable and self.waits_for_changes(context):
+            trigger = GroupChangesTrigger.for_group(self.group, self.poll_interval, source_conn_id=self.source_conn_id,
+                                                    catalog_conn_id=self.catalog_conn_id)
+            self.defer(trigger=trigger, method_name=self.execute_complete.__name__)
+        return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed by the trigger's event: the source has new commits; pin W and capture."""
+        logger.info("group=%s: resumed at source LSN %s: %s", self.group.name, event["lsn"], event["reason"])
+        return super().execute(context)
+
+    def waits_for_changes(self, context: Context) -> bool:
+        """Whether this try waits for changes: a first try without an explicit W or a resync."""
+        params = context["params"]
+        explicit = watermark_text(self.watermark_lsn) is not None
+        resync = self.resync or self.resync_members or params.get(RESYNC_PARAM) or params.get(RESYNC_MEMBERS_PARAM)
+        return context["ti"].try_number == 1 and not explicit and not resync
 
     def run_step(self, context: Context, run: steps.Run) -> dict[str, Any]:
         """Pin W and capture; returns the capture summary (or the unchanged run's) for XCom."""
@@ -189,17 +222,23 @@ def dag_run_ended(ti: RuntimeTaskInstanceProtocol, run: RunRecord) -> bool:
     return state in ENDED_DAG_RUN_STATES
 
 
+def watermark_text(text: str) -> str | None:
+    """The rendered ``watermark_lsn`` stripped, ``None`` when empty (no explicit W)."""
+    text = text.strip()
+    return None if text in ("", "None") else text
+
+
 def explicit_watermark(group: RefreshGroup, text: str) -> Lsn | None:
     """The rendered ``watermark_lsn`` as an LSN, ``None`` when empty.
 
     Raises:
         InvalidWatermarkError: the text is not an LSN (final: a retry renders the same text).
     """
-    text = text.strip()
-    if text in ("", "None"):
+    stripped = watermark_text(text)
+    if stripped is None:
         return None
     try:
-        return Lsn.parse(text)
+        return Lsn.parse(stripped)
     except ValueError as error:
-        raise InvalidWatermarkError(f"group {group.name!r}: watermark_lsn {text!r} is not an LSN "
+        raise InvalidWatermarkError(f"group {group.name!r}: watermark_lsn {stripped!r} is not an LSN "
                                     "(expected two hex numbers as 'XXXXXXXX/XXXXXXXX', e.g. 0/16B3748)") from error

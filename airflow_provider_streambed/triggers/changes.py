@@ -85,11 +85,18 @@ class GroupChangesTrigger(BaseEventTrigger):
         self.poll_interval = float(poll_interval)
 
     @classmethod
-    def for_group(cls, group: RefreshGroup, poll_interval: float = DEFAULT_POLL_INTERVAL) -> GroupChangesTrigger:
-        """The trigger of ``group``: its mirrors' source tables and its connections."""
+    def for_group(
+        cls,
+        group: RefreshGroup,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        *,
+        source_conn_id: str | None = None,
+        catalog_conn_id: str | None = None,
+    ) -> GroupChangesTrigger:
+        """The trigger of ``group``: its mirrors' source tables and its connections (unless others are given)."""
         return cls(group=group.name, tables=[mirror.qualified_table for mirror in group.mirrors],
-                   source_conn_id=group.source_conn_id, catalog_conn_id=group.catalog_conn_id,
-                   poll_interval=poll_interval)
+                   source_conn_id=source_conn_id or group.source_conn_id,
+                   catalog_conn_id=catalog_conn_id or group.catalog_conn_id, poll_interval=poll_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The class path and the arguments (names only) that rebuild this trigger."""

@@ -97,3 +97,31 @@ def test_a_commit_queues_the_event_scheduled_dag_through_its_asset_watcher(
     again = asyncio.run(after_the_cut())  # a restarted trigger: from the ledger's cut 1
     assert again is not None and again["last_cut_lsn"] == str(cut.watermark)
     assert Lsn.parse(again["lsn"]) > cut.watermark
+
+
+def test_a_deferrable_capture_waits_in_the_triggerer_then_publishes(
+    bank_connections: dict[str, str], pg_dsn: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``dag.test()`` runs the deferred trigger in line, as a triggerer would, then resumes the capture."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    from airflow.sdk import DAG
+
+    from airflow_provider_streambed import StreambedRefreshGroup
+    sys.path.insert(0, str(DAGS))
+    from example_bank_events import bank_live
+
+    with DAG("streambed_bank_deferrable", schedule=None, max_active_runs=1) as dag:
+        StreambedRefreshGroup(bank_live, capture_options={"deferrable": True, "poll_interval": 0.5})
+    load_bank(pg_dsn)
+    with psycopg.connect(pg_dsn) as conn:
+        move_money(conn, random.Random(3))  # transfers is not empty at the first cut (an empty one merges by Spark)
+    sync_dags(dag)
+    assert dag.test().state == "success"  # no cut yet: the trigger fires at once
+    with psycopg.connect(pg_dsn) as conn:
+        transfer = move_money(conn, random.Random(4))
+    caplog.clear()
+    assert dag.test().state == "success"
+    assert "resumed at source LSN" in caplog.text
+    cuts = CutReader(bank_connections, bank_live).list()
+    assert [cut.cut_id for cut in cuts] == [1, 2]
+    assert transfer in cuts[1].to_arrow("transfers").column("id").to_pylist()
