@@ -5,8 +5,9 @@ The event trigger (:mod:`airflow_provider_streambed.triggers.changes`) polls the
 without a database.
 
 **The signal.** One statement per poll reads ``pg_current_wal_insert_lsn()`` and, for each of
-the group's source tables, ``pg_stat_user_tables``' ``n_tup_ins + n_tup_upd + n_tup_del`` and
-``pg_class.relfilenode`` (a ``TRUNCATE`` moves no counter but gives the table a new file). It
+the group's source tables (each leaf partition of a partitioned one), ``pg_stat_user_tables``'
+``n_tup_ins + n_tup_upd + n_tup_del`` and ``pg_relation_filenode()`` (a ``TRUNCATE`` moves no
+counter but gives the table a new file). It
 takes no slot (a capture may hold it; a slot has one consumer at a time) and decodes no WAL.
 The counters are per table, so a write to another table or database never fires; they are
 flushed by a backend about once a second (up to 10 s after a burst), and count aborted
@@ -35,28 +36,32 @@ import psycopg
 from airflow_provider_streambed.exceptions import ConfigurationError
 from airflow_provider_streambed.lsn import Lsn
 
-#: One poll: the WAL insert position and the counters of the group's tables, found through the
-#: catalog's name indexes (the cost does not grow with the database's other tables). The
+#: One poll: the WAL insert position and the counters of the group's tables (of each leaf
+#: partition of a partitioned one: a partitioned table's own counters never move), found through
+#: the catalog's name indexes, so the cost does not grow with the database's other tables. The
 #: functions are those behind ``pg_stat_user_tables``' ``n_tup_ins``, ``n_tup_upd``, ``n_tup_del``.
 POLL_QUERY = """
-SELECT pg_current_wal_insert_lsn()::text AS lsn, t.schema || '.' || t.name AS name, c.oid::bigint,
-       c.relfilenode::bigint,
-       pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_tuples_updated(c.oid) + pg_stat_get_tuples_deleted(c.oid)
+SELECT pg_current_wal_insert_lsn()::text AS lsn, t.schema || '.' || t.name AS name, l.leaf::bigint AS relid,
+       pg_relation_filenode(l.leaf)::bigint,
+       pg_stat_get_tuples_inserted(l.leaf) + pg_stat_get_tuples_updated(l.leaf) + pg_stat_get_tuples_deleted(l.leaf)
 FROM unnest(%s::text[], %s::text[]) AS t(schema, name)
 JOIN pg_namespace n ON n.nspname = t.schema
-JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.name
+JOIN pg_class p ON p.relnamespace = n.oid AND p.relname = t.name
+LEFT JOIN LATERAL pg_partition_tree(p.oid) AS tree ON true  -- no rows for a table that is not partitioned
+CROSS JOIN LATERAL (SELECT coalesce(tree.relid, p.oid::regclass) AS leaf) AS l
+WHERE coalesce(tree.isleaf, true)
 UNION ALL SELECT pg_current_wal_insert_lsn()::text, NULL, NULL, NULL, NULL
-ORDER BY name NULLS FIRST
+ORDER BY name NULLS FIRST, relid
 """
 
 
 @dataclass(frozen=True, slots=True)
 class TableCounters:
-    """One source table's write counters as ``pg_stat_user_tables`` shows them.
+    """One source table's write counters as ``pg_stat_user_tables`` shows them (per leaf partition).
 
     Attributes:
-        table: ``schema.table``.
-        relid: the table's OID (a table dropped and created again has another).
+        table: ``schema.table`` (of the group; the partitioned table for a partition).
+        relid: the table's (partition's) OID (a table dropped and created again has another).
         relfilenode: its file (``TRUNCATE``, ``VACUUM FULL`` and ``CLUSTER`` give it a new one).
         writes: rows inserted, updated and deleted since the statistics were reset.
     """

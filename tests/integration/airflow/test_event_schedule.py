@@ -23,7 +23,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.triggers.changes import GroupChangesTrigger
 from tests.integration.airflow.conftest import sync_dags
-from tests.integration.triggers.test_changes import EVENT_TIMEOUT, next_event, watching
+from tests.integration.triggers.test_changes import EVENT_TIMEOUT, watching
 
 pytestmark = pytest.mark.slow
 DAGS = Path(__file__).resolve().parents[3] / "dags"
@@ -78,7 +78,7 @@ def test_a_commit_queues_the_event_scheduled_dag_through_its_asset_watcher(
 
     async def first_event() -> dict[str, Any] | None:
         async with watching(trigger) as events:
-            return await next_event(events, EVENT_TIMEOUT)
+            return await events.next(EVENT_TIMEOUT)
 
     event = asyncio.run(first_event())  # the group has no cut yet: its first run copies the tables
     assert event is not None and event["last_cut_lsn"] is None
@@ -92,7 +92,7 @@ def test_a_commit_queues_the_event_scheduled_dag_through_its_asset_watcher(
 
     async def after_the_cut() -> dict[str, Any] | None:
         async with watching(stored_trigger(dag.dag_id)[1]) as events:
-            return await next_event(events, EVENT_TIMEOUT)
+            return await events.next(EVENT_TIMEOUT)
 
     again = asyncio.run(after_the_cut())  # a restarted trigger: from the ledger's cut 1
     assert again is not None and again["last_cut_lsn"] == str(cut.watermark)

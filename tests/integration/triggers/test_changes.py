@@ -1,5 +1,7 @@
 """The change trigger's ``run()`` against a real PostgreSQL source and a real ledger.
 
+``transfers`` is partitioned: its writes are counted on its partitions.
+
 The trigger polls every 0.2 s; "no event" means none within 15 polls, which outlasts the source's
 statistics flush of a closed session (at its exit). A run that published is a cut recorded in
 the ledger at the source's current WAL position, as publish records it.
@@ -41,7 +43,9 @@ def ledger(pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setenv("AIRFLOW_CONN_TRIGGER_CATALOG", json.dumps({
         "conn_type": "streambed_catalog", "extra": {"uri": catalog_uri, "warehouse": (tmp_path / "wh").as_uri()}}))
     execute(pg_dsn, "CREATE TABLE accounts (id int PRIMARY KEY, balance bigint);"
-                    "CREATE TABLE transfers (id int PRIMARY KEY);"
+                    "CREATE TABLE transfers (id int PRIMARY KEY) PARTITION BY RANGE (id);"
+                    "CREATE TABLE transfers_low PARTITION OF transfers FOR VALUES FROM (MINVALUE) TO (1000);"
+                    "CREATE TABLE transfers_high PARTITION OF transfers FOR VALUES FROM (1000) TO (MAXVALUE);"
                     "CREATE TABLE audit (id int);"
                     "INSERT INTO accounts SELECT g, 100 FROM generate_series(1, 5) g")
     ledger = Ledger(catalog_uri)
@@ -67,33 +71,42 @@ def publish(ledger: Ledger, dsn: str, run: str) -> Lsn:
     return watermark
 
 
-@asynccontextmanager
-async def watching(trigger: GroupChangesTrigger | None = None) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-    """``trigger`` (default: a new one of the group) running as the triggerer runs it; its event payloads
-    arrive in the queue."""
-    events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    trigger = trigger or GroupChangesTrigger.for_group(GROUP, poll_interval=POLL)
+class Watch:
+    """A trigger running as the triggerer runs it; its event payloads arrive in a queue."""
 
-    async def consume() -> None:
+    def __init__(self, trigger: GroupChangesTrigger) -> None:
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.task = asyncio.create_task(self._consume(trigger))
+
+    async def _consume(self, trigger: GroupChangesTrigger) -> None:
         async for event in trigger.run():
-            await events.put(event.payload)
+            await self.events.put(event.payload)
 
-    task = asyncio.create_task(consume())
-    try:
-        yield events
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]  # checked just above: not None
+    async def next(self, seconds: float) -> dict[str, Any] | None:
+        """The next event's payload, or ``None`` when none comes within ``seconds``.
 
-
-async def next_event(events: asyncio.Queue[dict[str, Any]], seconds: float) -> dict[str, Any] | None:
-    """The next event's payload, or ``None`` when none comes within ``seconds``."""
-    try:
-        return await asyncio.wait_for(events.get(), seconds)
-    except TimeoutError:
+        Raises:
+            Exception: whatever ended the trigger (a trigger that died fires nothing, which is no quiet).
+        """
+        getting = asyncio.ensure_future(self.events.get())
+        done, _ = await asyncio.wait([getting, self.task], timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        if getting in done:
+            return getting.result()
+        getting.cancel()
+        if self.task in done:
+            raise AssertionError("the trigger ended") from self.task.exception()
         return None
+
+
+@asynccontextmanager
+async def watching(trigger: GroupChangesTrigger | None = None) -> AsyncIterator[Watch]:
+    """``trigger`` (default: a new one of the group) running until the block ends."""
+    watch = Watch(trigger or GroupChangesTrigger.for_group(GROUP, poll_interval=POLL))
+    try:
+        yield watch
+    finally:
+        watch.task.cancel()
+        await asyncio.gather(watch.task, return_exceptions=True)
 
 
 @pytest.mark.slow
@@ -101,30 +114,30 @@ def test_the_trigger_fires_once_per_new_commit_state_and_restarts_from_the_ledge
     async def scenario() -> None:
         first_w = publish(ledger, pg_dsn, "run-1")
         async with watching() as events:
-            assert await next_event(events, QUIET_SECONDS) is None  # a quiet source
+            assert await events.next(QUIET_SECONDS) is None  # a quiet source
             execute(pg_dsn, "INSERT INTO audit VALUES (1)")  # not a group table: WAL moves, no event
-            assert await next_event(events, QUIET_SECONDS) is None
+            assert await events.next(QUIET_SECONDS) is None
             committed = execute(pg_dsn, "UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-            event = await next_event(events, EVENT_TIMEOUT)
+            event = await events.next(EVENT_TIMEOUT)
             assert event is not None and event["group"] == "bank" and event["last_cut_lsn"] == str(first_w)
             assert Lsn.parse(event["lsn"]) >= committed and "public.accounts" in event["reason"]
-            assert await next_event(events, QUIET_SECONDS) is None  # the same state: no second event
+            assert await events.next(QUIET_SECONDS) is None  # the same state: no second event
             execute(pg_dsn, "INSERT INTO transfers VALUES (1)")
-            again = await next_event(events, EVENT_TIMEOUT)
+            again = await events.next(EVENT_TIMEOUT)
             assert again is not None and Lsn.parse(again["lsn"]) > Lsn.parse(event["lsn"])
             assert "public.transfers" in again["reason"]
             execute(pg_dsn, "TRUNCATE transfers")
-            truncated = await next_event(events, EVENT_TIMEOUT)
+            truncated = await events.next(EVENT_TIMEOUT)
             assert truncated is not None and "public.transfers" in truncated["reason"]
         async with watching() as events:  # a restart: the changes after cut 1 are not in a cut
-            restarted = await next_event(events, EVENT_TIMEOUT)
+            restarted = await events.next(EVENT_TIMEOUT)
             assert restarted is not None and restarted["last_cut_lsn"] == str(first_w)
-            assert await next_event(events, QUIET_SECONDS) is None
+            assert await events.next(QUIET_SECONDS) is None
         second_w = publish(ledger, pg_dsn, "run-2")  # the run it caused published them
         async with watching() as events:
-            assert await next_event(events, QUIET_SECONDS) is None
+            assert await events.next(QUIET_SECONDS) is None
             execute(pg_dsn, "DELETE FROM accounts WHERE id = 5")
-            event = await next_event(events, EVENT_TIMEOUT)
+            event = await events.next(EVENT_TIMEOUT)
             assert event is not None and event["last_cut_lsn"] == str(second_w)
 
     asyncio.run(scenario())
