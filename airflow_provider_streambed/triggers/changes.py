@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import psycopg
@@ -115,8 +116,17 @@ class GroupChangesTrigger(BaseEventTrigger):
         before stay the baseline, so nothing is missed meanwhile.
         """
         conninfo, ledger = await sync_to_async(self._resolve)()
-        seen: tuple[TableCounters, ...] | None = None
         logger.info("group=%s: watching %s every %.1f s", self.group, ", ".join(self.tables), self.poll_interval)
+        try:
+            async with aclosing(self._watch(conninfo, ledger)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            ledger.engine.dispose()  # the triggerer lives on: no pooled catalog connection outlives the trigger
+
+    async def _watch(self, conninfo: str, ledger: Ledger) -> AsyncGenerator[TriggerEvent, None]:
+        """The poll loop of :meth:`run`; the counters seen survive a reconnection."""
+        seen: tuple[TableCounters, ...] | None = None
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as connection:
