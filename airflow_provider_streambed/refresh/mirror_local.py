@@ -20,12 +20,14 @@ files and the changelog segments are read as the columns at W
 :func:`merge_in_process` merges only when every previous file is on a local file system;
 otherwise it returns ``None`` (and logs why) and Spark merges:
 
-- the mirror's first cut, or a compaction (``rewrite``) of previous files over
-  :data:`~.compact_local.MAX_REWRITE_BYTES`: the mirror is written whole (a smaller mirror's
-  compaction is written whole here, :mod:`.compact_local`, and so is the mirror after a
-  truncate among the changes: the changes after the last truncate, merged on nothing);
+- a compaction (``rewrite``) of previous files over :data:`~.compact_local.MAX_REWRITE_BYTES`:
+  the mirror is written whole (a smaller mirror's compaction is written whole here,
+  :mod:`.compact_local`, and so is the mirror after a truncate among the changes, or over an
+  empty previous snapshot, such as the first cut of a table copied empty: the changes, after the
+  last truncate, merged on nothing);
 - the key changed, or column names that differ only in case (DuckDB's names do not);
-- unchanged-TOAST values after a truncate in the same run (their values are unknown);
+- unchanged-TOAST values with no previous row (after a truncate in the same run, or on an empty
+  mirror: their values are unknown);
 - more than :data:`MAX_CHANGES` changes (the changelog is read whole into memory);
 - files not on a local file system, or any failure of the in-process merge (logged as a
   warning).
@@ -130,11 +132,11 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
     if changes is None:
         return None, why
     truncates = pc.indices_nonzero(pc.equal(changes[OP], OP_TRUNCATE))
-    if len(truncates):  # the previous rows are gone: the changes after the last truncate are the table
-        after = changes.slice(truncates[-1].as_py() + 1)
+    if len(truncates) or not source.previous.data:  # no previous row: the changes (after a truncate) are the table
+        after = changes.slice(truncates[-1].as_py() + 1) if len(truncates) else changes
         if _marked(source, after):
-            return None, "unchanged-TOAST values after a truncate"
-        return _truncated(source, after, shape), ""
+            return None, "unchanged-TOAST values with no previous row"
+        return _on_nothing(source, after, shape, "truncated" if len(truncates) else "first cut"), ""
     if source.capture.keyless and not source.member.append_only:
         images, positions = _locate_rows(source, changes, columns, *paths)
         rows = changes.take(images)
@@ -220,15 +222,16 @@ def _locate_rows(
     return _column(images, ROW), positions
 
 
-def _truncated(source: MirrorInput, changes: pa.Table, shape: pa.Schema) -> LocalMirrorOutput:
-    """The mirror written whole after a truncate: the changes after the last one, merged on nothing.
+def _on_nothing(source: MirrorInput, changes: pa.Table, shape: pa.Schema, reason: str) -> LocalMirrorOutput:
+    """The mirror written whole from ``changes`` merged on no previous row: after a truncate (the
+    changes after the last one), or over an empty previous snapshot (a first cut of an empty table).
 
     Raises:
-        MirrorDivergedError: a keyless change deletes a row no change after the truncate added.
+        MirrorDivergedError: a keyless change deletes a row no change added.
     """
     if source.member.append_only or not (source.capture.key_columns or source.capture.keyless):
         rows = changes.filter(pc.equal(changes[OP], OP_INSERT))
-        return LocalMirrorOutput(rows.select(shape.names).cast(shape), None, "truncated", incremental=False)
+        return LocalMirrorOutput(rows.select(shape.names).cast(shape), None, reason, incremental=False)
     key = [] if source.capture.keyless else list(source.capture.key_columns)
     numbered = changes.select([*(key or shape.names), COMMIT_LSN, SEQ, OP]).append_column(
         ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
@@ -239,11 +242,11 @@ def _truncated(source: MirrorInput, changes: pa.Table, shape: pa.Schema) -> Loca
         else:
             net = connection.execute(net_query(list(shape.names))).to_arrow_table()
             if pc.any(pc.less(net[NET], 0)).as_py():
-                raise diverged(source, "a change deletes a row that no change after its truncate added")
+                raise diverged(source, f"a change deletes a row that no change added ({reason})")
             connection.register("net", net)
             images = connection.execute(copies_query()).to_arrow_table()
     rows = changes.take(_column(images, ROW)).select(shape.names).cast(shape)
-    return LocalMirrorOutput(rows, None, "truncated", incremental=False)
+    return LocalMirrorOutput(rows, None, reason, incremental=False)
 
 
 @functools.cache
@@ -254,8 +257,6 @@ def _database() -> duckdb.DuckDBPyConnection:
 
 def _local_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str, ...]] | None, str]:
     """The previous data and delete files as local paths, or why the merge cannot be in-process."""
-    if not source.previous.data:
-        return None, "first cut"
     data, deletes = source.previous.readable()
     paths = []
     for uri in (*data, *deletes):

@@ -85,7 +85,7 @@ def spark_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
 
 @pytest.mark.parametrize(
     ("change", "reason"),
-    [("toast after a truncate", "unchanged-TOAST values after a truncate"), ("turned off", None)],
+    [("toast after a truncate", "unchanged-TOAST values with no previous row"), ("turned off", None)],
 )
 def test_spark_merges_what_the_in_process_merge_does_not_take(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture, change: str, reason: str | None
@@ -150,6 +150,25 @@ def test_a_truncate_among_the_changes_writes_the_mirror_whole(
     assert not staged["t"].incremental and not staged["t"].delete_files
     rows = sorted_rows(read_files(advance(first, staged)["t"].files), ("id",))
     assert rows == [{"id": 7, "note": "after"}] + ([{"id": 8, "note": "after"}] if kind == "append-only" else [])
+
+
+def test_a_mirror_over_an_empty_previous_snapshot_is_written_whole_in_process(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the first cut of a table copied empty: no previous file, the changes merged on nothing (no JVM)
+    model = TableModel("t", pa.schema([pa.field("id", pa.int64()), pa.field("note", pa.string())]), ("id",))
+    model.insert({"id": 1, "note": "a"})
+    model.insert({"id": 2, "note": "b"})
+    model.commit()
+    model.update((1,), {"note": "c"})
+    model.delete((2,))
+    model.commit()
+    group = RefreshGroup("empty", "src", "cat", "ns", (Mirror("public.t"),))
+    spec = stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [model.flush(tmp_path / "c1", "t")])
+    with caplog.at_level(logging.INFO, logger=mirror_local.__name__):
+        staged = run_job(spark, spec)
+    assert "member=t: rewritten whole in-process (first cut): 1 rows" in caplog.text
+    assert not staged["t"].incremental and sorted_rows(read_staged(staged["t"]), ("id",)) == [{"id": 1, "note": "c"}]
 
 
 def test_new_images_take_the_columns_at_w_not_the_previous_files(tmp_path: Path) -> None:
