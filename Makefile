@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install system-packages demo test test-fast lint bench
+.PHONY: install system-packages demo live test test-fast lint bench
 
 install: system-packages $(VENV)/.installed
 
@@ -35,6 +35,11 @@ $(VENV)/.installed: pyproject.toml
 
 demo: install
 	$(BIN)/python scripts/demo.py
+
+# A real local Airflow (api-server, scheduler, dag-processor, triggerer; LocalExecutor, metadata on
+# the throwaway cluster) refreshing the bank's mirrors on each commit: LIVE_SECONDS=300 by default.
+live: install
+	$(BIN)/python scripts/live.py --seconds $(or $(LIVE_SECONDS),300)
 
 test: install
 	$(BIN)/python -m pytest; status=$$?; \

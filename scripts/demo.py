@@ -40,8 +40,10 @@ START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SPARK_DEFAULTS = {**LOCAL_CONF, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
-def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str]) -> dict[str, str]:
-    """The environment of the ``airflow`` subprocesses: demo home, SQLite DB, connections, Spark."""
+def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str],
+                metadata_db: str | None = None) -> dict[str, str]:
+    """The environment of the ``airflow`` subprocesses: demo home, metadata database (SQLite, or
+    ``metadata_db`` on the cluster), connections, Spark."""
     home = DEMO_DIR / "airflow"
     spark_conf_dir = DEMO_DIR / "spark-conf"
     spark_conf_dir.mkdir(parents=True, exist_ok=True)
@@ -52,7 +54,8 @@ def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str])
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}" if metadata_db is None
+        else f"postgresql+psycopg://streambed@127.0.0.1:{cluster.port}/{metadata_db}",
         "AIRFLOW_CONN_BANK_PG": json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": cluster.port,
                                             "login": "streambed", "schema": dbname}),
         "AIRFLOW_CONN_LAKEHOUSE": json.dumps({"conn_type": "streambed_catalog", "extra": catalog}),
@@ -62,6 +65,9 @@ def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str])
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_CONF_DIR": str(spark_conf_dir),
     })
+    if metadata_db is not None:  # Airflow's API server and triggerer need an async driver: psycopg's
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] = (
+            f"postgresql+psycopg_async://streambed@127.0.0.1:{cluster.port}/{metadata_db}")
     return env
 
 

@@ -1,0 +1,185 @@
+"""`make live`: a real local Airflow that refreshes the bank's mirrors seconds after each commit.
+
+Starts a throwaway PostgreSQL cluster (``wal_level=logical``) holding both the bank source and
+Airflow's metadata database, then Airflow's four components with the LocalExecutor: ``airflow
+api-server``, ``scheduler``, ``dag-processor`` and ``triggerer``. The DAG ``streambed_bank_events``
+(``dags/example_bank_events.py``) is scheduled on the group's source-changes Asset, whose watcher
+runs in the triggerer: a writer moves money between accounts, the trigger fires on its commits,
+and each run publishes a cut. The script prints the UI's address, then a line per cut with its
+freshness: how long after its commit each transfer became visible in a published cut (p50, p99).
+It stops everything on Ctrl-C or after ``--seconds``, checks the bank invariant on every cut, and
+exits non-zero when a check fails. Logs, the Airflow home and the catalog stay in ``.demo/``.
+
+Run: ``.venv/bin/python scripts/live.py [--seconds N] [--port P]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from demo import BIN, DEMO_DIR, REPO, airflow_env, run_logged
+
+from airflow_provider_streambed.catalog import open_with_ledger
+from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
+from airflow_provider_streambed.exceptions import CutNotFoundError
+from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+
+DAG_ID = "streambed_bank_events"
+DAG_FILE = "example_bank_events.py"
+GROUP = "bank_live"
+COMPONENTS = ("scheduler", "dag-processor", "triggerer")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def components(env: dict[str, str], port: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Airflow's api-server, scheduler, dag-processor and triggerer, each logging to
+    ``.demo/logs/<name>.log``; stopped (SIGTERM to each process group, then SIGKILL) at the end."""
+    commands = {"api-server": ["api-server", "--host", "127.0.0.1", "--port", str(port)],
+                **{name: [name] for name in COMPONENTS}}
+    started = []
+    try:
+        for name, arguments in commands.items():
+            log = (DEMO_DIR / "logs" / f"{name}.log").open("wb")
+            started.append(subprocess.Popen([str(BIN / "airflow"), *arguments], env=env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True))
+        yield started
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+class Freshness:
+    """Commit -> visible latency of the writer's transfers, as cuts are published."""
+
+    def __init__(self, writer: Writer, catalog: dict[str, str]) -> None:
+        self.writer = writer
+        self.reader = CutReader(catalog, GROUP)
+        self.latencies: list[float] = []
+        self.visible: set[int] = set()
+        self.last_cut = 0
+
+    def poll(self) -> str | None:
+        """Read the latest cut; a line about it when it is new, else ``None``."""
+        try:
+            cut = self.reader.latest()
+        except CutNotFoundError:
+            return None
+        if cut.cut_id == self.last_cut:
+            return None
+        now = time.monotonic()
+        ids = set(cut.to_arrow("transfers")["id"].to_pylist())
+        new = ids - self.visible
+        self.latencies += [now - self.writer.committed_at[i] for i in new if i in self.writer.committed_at]
+        self.visible |= ids
+        self.last_cut = cut.cut_id
+        return (f"cut {cut.cut_id}  W={cut.watermark}  +{len(new)} transfers visible  "
+                f"freshness so far: {self.summary()}")
+
+    def summary(self) -> str:
+        """p50 and p99 of the latencies seen (commit -> visible, seconds)."""
+        if len(self.latencies) < 2:
+            return "n/a"
+        cuts = statistics.quantiles(self.latencies, n=100)
+        return f"p50 {statistics.median(self.latencies):.1f} s, p99 {cuts[98]:.1f} s over {len(self.latencies)}"
+
+
+def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
+    """Everything after the cluster started; True when Airflow came up and every cut passed."""
+    dbname, metadata = cluster.create_database("bank"), cluster.create_database("airflow")
+    dsn = cluster.dsn(dbname)
+    load_bank(dsn)
+    catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
+    env = airflow_env(cluster, dbname, catalog, metadata_db=metadata)
+    dags = DEMO_DIR / "dags"  # this DAG alone, active from its first parse (its Asset's watcher with it)
+    dags.mkdir()
+    shutil.copy(REPO / "dags" / DAG_FILE, dags / DAG_FILE)
+    env.update({
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # a local demo: no login
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    })
+    code, took = run_logged([str(BIN / "airflow"), "db", "migrate"], env, "airflow-db-migrate.log")
+    print(f"airflow db migrate (metadata on the cluster's database {metadata!r}): exit {code} in {took:.0f} s")
+    if code != 0:
+        return False
+    open_with_ledger(catalog)  # the ledger's tables, before the first run makes them
+    writer = Writer(dsn)
+    freshness = Freshness(writer, catalog)
+    with components(env, port) as started:
+        print(f"Airflow UI: http://127.0.0.1:{port}  (logs in {DEMO_DIR / 'logs'}); Ctrl-C stops everything")
+        writer.start()
+        deadline = time.monotonic() + seconds
+        try:
+            while time.monotonic() < deadline and all(process.poll() is None for process in started):
+                if line := freshness.poll():
+                    print(line, flush=True)
+                time.sleep(1)
+        except KeyboardInterrupt:
+            print("\nstopping")
+        journal = writer.stop()
+    print(f"writer stopped after {len(journal)} transfers; freshness: {freshness.summary()} "
+          "(goal: within a minute; peers publish in 10-60 s)")
+    return check(catalog, journal, freshness.last_cut)
+
+
+def check(catalog: dict[str, str], journal: set[int], cuts: int) -> bool:
+    """The bank invariant on every cut; True when there is at least one cut and all pass."""
+    if not cuts:
+        print("FAIL: no cut was published")
+        return False
+    ok = True
+    for cut in CutReader(catalog, GROUP).list():
+        problems, ids = cut_problems(cut, journal)
+        ok = ok and not problems
+        print(f"{'OK  ' if not problems else 'FAIL'} cut {cut.cut_id}  W={cut.watermark}  transfers={len(ids)}"
+              + "".join(f"\n       {problem}" for problem in problems))
+    return ok
+
+
+def main() -> int:
+    """Run the live demo; returns the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=300, help="how long the writer runs (default 300)")
+    parser.add_argument("--port", type=int, default=0, help="the api-server's port (default: a free one)")
+    arguments = parser.parse_args()
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    (DEMO_DIR / "logs").mkdir(parents=True)
+    with ThrowawayCluster() as cluster:
+        print(f"throwaway PostgreSQL cluster on 127.0.0.1:{cluster.port} (wal_level=logical)")
+        ok = run_live(cluster, arguments.seconds, arguments.port or free_port())
+    print(f"live demo {'passed' if ok else 'FAILED'}; cluster removed; Airflow home and logs in {DEMO_DIR}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
