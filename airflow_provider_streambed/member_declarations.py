@@ -128,11 +128,16 @@ class PythonMember:
         name: member (and Iceberg table) name.
         callable_path: ``"package.module:function"``, importable where the Spark driver runs.
         sources: the members whose DataFrames are passed in ``inputs``.
+        incremental: the function can update its previous output: on a run where its sources
+            changed, ``cut.previous`` holds its output in the previous cut and ``cut.changes``
+            its sources' rows removed and added since (``None`` and empty when it must compute
+            whole: the first cut, a definition change, a source rewritten whole or reshaped).
     """
 
     name: str
     callable_path: str
     sources: tuple[str, ...] = ()
+    incremental: bool = False
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "python member name")
@@ -142,6 +147,9 @@ class PythonMember:
                 f"python member {self.name!r}: callable path {self.callable_path!r} "
                 "must look like 'package.module:function'"
             )
+        if not isinstance(self.incremental, bool):
+            raise DeclarationError(f"python member {self.name!r}: incremental must be True or False, "
+                                   f"got {self.incremental!r}")
 
 
 Member = Mirror | SqlMember | PythonMember
@@ -151,6 +159,11 @@ MEMBER_KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
     "sql": SqlMember,
     "python": PythonMember,
 }
+
+
+def incremental_member(member: Member) -> bool:
+    """Whether ``member`` may be updated from its previous output and its sources' changes."""
+    return isinstance(member, PythonMember) and member.incremental
 
 
 def member_kind(member: Member) -> str:

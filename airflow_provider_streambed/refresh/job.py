@@ -15,12 +15,14 @@ import logging
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
+from airflow_provider_streambed.refresh.incremental import SourceState, incremental_basis
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     Failure,
@@ -38,7 +40,6 @@ from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.staging import (
     JobSpec,
     MemberManifest,
-    SnapshotFiles,
     TableCapture,
     read_json,
 )
@@ -141,9 +142,9 @@ def _compute(
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
         source = mirror_input(spec, group, member, capture)
         return stage_mirror(spec, source, merge(spark, source), definition)
-    sources = {name: _source_files(spec, group, member, name, staged) for name in member.sources}
-    columns = {name: FileColumns.of(capture) for name in member.sources
-               if (capture := captures.get(group.member(name).name.lower())) is not None}
+    states = {name: _source_state(spec, group, member, name, staged, captures) for name in member.sources}
+    sources = {name: state.files for name, state in states.items()}
+    columns = {name: state.columns for name, state in states.items() if state.columns is not None}
     resynced = _resynced_source(group, member, staged)
     if isinstance(member, SqlMember):
         with sql_member_frame(spark, group, member, sources, columns) as frame:
@@ -151,9 +152,18 @@ def _compute(
                                        resynced=resynced)
     assert isinstance(member, PythonMember)
     context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
+    reason = ""
+    if member.incremental:
+        basis = incremental_basis(spark, spec, member.name, states)
+        if isinstance(basis, str):
+            reason = f"whole: not incremental: {basis}"
+        else:
+            context = replace(context, previous=basis[0], changes=basis[1])
+            reason = f"from its previous output and the changes of {', '.join(states)}"
+        logger.info("group=%s member=%s W=%s: %s", group.name, member.name, spec.watermark, reason)
     frame = compute_python_member(spark, group, member, sources, context, columns)
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                               resynced=resynced)
+                               reason=reason, resynced=resynced)
 
 
 def _resynced_source(group: RefreshGroup, member: Member, staged: dict[str, MemberManifest]) -> str:
@@ -173,21 +183,26 @@ def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirro
     return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
 
 
-def _source_files(
-    spec: JobSpec, group: RefreshGroup, member: Member, source: str, staged: dict[str, MemberManifest]
-) -> SnapshotFiles:
-    """The files of ``source`` at W: its previous snapshot if carried, else that plus its staged output."""
+def _source_state(
+    spec: JobSpec, group: RefreshGroup, member: Member, source: str, staged: dict[str, MemberManifest],
+    captures: dict[str, TableCapture],
+) -> SourceState:
+    """What ``source`` is at W: its previous snapshot, and its staged output unless carried; a
+    mirror's columns at W and whether they changed."""
     canonical = group.member(source).name
     previous = spec.previous_snapshot(canonical)
+    capture = captures.get(canonical.lower())
+    columns = None if capture is None else FileColumns.of(capture)
+    reshaped = capture is not None and (capture.reshaped or bool(capture.renamed))
     if canonical in spec.carried:
         if not previous.data:
             raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "
                                "names no files of its previous snapshot")
-        return previous
+        return SourceState(previous, None, columns, reshaped)
     manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
     if manifest is None:
         raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
-    return previous.then(manifest)
+    return SourceState(previous, manifest, columns, reshaped)
 
 
 def main(argv: Sequence[str]) -> int:

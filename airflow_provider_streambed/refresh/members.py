@@ -11,7 +11,7 @@ import importlib
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pyspark.errors import AnalysisException
@@ -21,6 +21,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import MemberQueryError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
+from airflow_provider_streambed.refresh.incremental import Changes
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
@@ -37,12 +38,18 @@ class CutContext:
         watermark: W of this run.
         prev_watermark: W of the previous cut (``None`` before the first).
         cut_number: the number the cut will get if published.
+        previous: an incremental member's output in the previous cut, when it may update it
+            (``None``: compute the output whole from ``inputs``).
+        changes: with ``previous``, per source name the rows it lost and gained since the
+            previous cut (:class:`~airflow_provider_streambed.refresh.incremental.Changes`).
     """
 
     group: RefreshGroup
     watermark: Lsn
     prev_watermark: Lsn | None
     cut_number: int
+    previous: DataFrame | None = None
+    changes: Mapping[str, Changes] = field(default_factory=dict)
 
 
 def read_sources(

@@ -18,7 +18,7 @@ from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
-from airflow_provider_streambed.member_declarations import Mirror
+from airflow_provider_streambed.member_declarations import Mirror, incremental_member
 from airflow_provider_streambed.refresh.columns import check_mirror_columns
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
@@ -75,10 +75,12 @@ def build_job_spec(
     work = plan_work(group, {table.member: table for table in manifest.tables}, _known(tables, summaries))
     carried = {name: planned.reason for name, planned in work.items() if not planned.compute}
     computed = [name for name, planned in work.items() if planned.compute]
+    incremental = tuple(name for name, planned in work.items() if planned.on_previous and incremental_member(
+        group.member(name)))
     read_previous = {mirror.name for mirror in group.mirrors if mirror.name not in carried} | {
         source for member in group.members if member.name not in carried
         for source in (group.member(name).name for name in member.sources) if source in carried
-    }
+    } | set(incremental)
     planned_files = {name: plan_snapshot(table, snapshot_id) for name, (table, snapshot_id) in tables.items()
                      if name in read_previous}
     storage = {name: SnapshotStorage.of(summaries[name], found.sizes.values()) for name, found in planned_files.items()}
@@ -97,6 +99,7 @@ def build_job_spec(
         previous_deletes={name: found.files.deletes for name, found in planned_files.items() if found.files.deletes},
         rewrite=rewrite,
         previous_snapshots={name: snapshot_id for name, (_, snapshot_id) in tables.items()},
+        incremental=incremental,
         copies=local_copies(staging_of(catalog), group.name,
                             {name: (*found.files.data, *found.files.deletes) for name, found in planned_files.items()},
                             catalog.properties),

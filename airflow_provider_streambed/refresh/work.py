@@ -26,8 +26,9 @@ from airflow_provider_streambed.staging.members import staged_manifest
 
 #: Snapshot summary property holding the digest of the member definition the snapshot was made from.
 DEFINITION_PROPERTY = "streambed.definition"
-#: Declaration fields that tune how a member is stored, not what its rows are: not in the digest.
-STORAGE_FIELDS = frozenset({"compact_deleted_ratio", "compact_max_files"})
+#: Declaration fields that tune how a member is stored or computed, not what its rows are: not in
+#: the digest (an incremental member's rows are those of a whole recompute).
+STORAGE_FIELDS = frozenset({"compact_deleted_ratio", "compact_max_files", "incremental"})
 
 
 def definition_digest(member: Member) -> str:
@@ -52,11 +53,16 @@ class PreviousMember:
 
 @dataclass(frozen=True, slots=True)
 class MemberWork:
-    """Whether a member is computed in this run, and why (logged by the refresh step)."""
+    """Whether a member is computed in this run, and why (logged by the refresh step).
+
+    ``on_previous``: a derived member computed only because its sources changed, whose previous
+    snapshot was made from its current definition: an incremental member may update that snapshot.
+    """
 
     member: str
     compute: bool
     reason: str
+    on_previous: bool = False
 
 
 def plan_work(
@@ -77,7 +83,8 @@ def plan_work(
     for member in group.topological_members():
         reason = _compute_reason(member, captures.get(member.name), previous.get(member.name), work)
         if reason is not None:
-            work[member.name] = MemberWork(member.name, True, reason)
+            on_previous = not isinstance(member, Mirror) and _whole_reason(member, previous.get(member.name)) is None
+            work[member.name] = MemberWork(member.name, True, reason, on_previous)
         elif isinstance(member, Mirror):
             work[member.name] = MemberWork(member.name, False, f"no change to {member.qualified_table}")
         else:
@@ -89,12 +96,8 @@ def _compute_reason(
     member: Member, capture: TableCapture | None, previous: PreviousMember | None, work: Mapping[str, MemberWork]
 ) -> str | None:
     """Why ``member`` must be computed, or ``None`` when it can carry its previous snapshot."""
-    if previous is None:
-        return "first cut of the member"
-    if previous.definition is None:
-        return "its snapshot records no definition (made by an older release)"
-    if previous.definition != definition_digest(member):
-        return "its definition changed"
+    if (whole := _whole_reason(member, previous)) is not None or previous is None:
+        return whole
     if isinstance(member, Mirror):
         if capture is None or capture.bootstrap:
             return "bootstrap copy"
@@ -106,6 +109,18 @@ def _compute_reason(
     recomputed = {name.lower() for name, planned in work.items() if planned.compute}
     changed = [source for source in member.sources if source.lower() in recomputed]
     return f"sources {', '.join(changed)} recomputed" if changed else None
+
+
+def _whole_reason(member: Member, previous: PreviousMember | None) -> str | None:
+    """Why ``member``'s previous snapshot cannot serve this run (none, or made from another
+    definition), or ``None``."""
+    if previous is None:
+        return "first cut of the member"
+    if previous.definition is None:
+        return "its snapshot records no definition (made by an older release)"
+    if previous.definition != definition_digest(member):
+        return "its definition changed"
+    return None
 
 
 def members_to_compute(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:

@@ -275,6 +275,8 @@ class JobSpec:
         copies: local copies of previous files Spark cannot read at their URIs (URI to copy).
         previous_snapshots: per member, its snapshot id in the previous cut (an incremental output
             records it as its base).
+        incremental: derived members that may update their previous snapshot (made from their
+            definition now; its files are in ``previous_files``) from their sources' changes.
     """
 
     group: dict[str, Any]
@@ -292,6 +294,7 @@ class JobSpec:
     rewrite: dict[str, str] = field(default_factory=dict)
     copies: dict[str, str] = field(default_factory=dict)
     previous_snapshots: dict[str, int] = field(default_factory=dict)
+    incremental: tuple[str, ...] = ()
 
     def previous_snapshot(self, member: str) -> SnapshotFiles:
         """The files of ``member``'s snapshot in the previous cut (none: no previous cut, or not needed)."""
@@ -340,4 +343,5 @@ class JobSpec:
             rewrite=dict(data.get("rewrite", {})),
             copies=dict(data.get("copies", {})),
             previous_snapshots={k: int(v) for k, v in data.get("previous_snapshots", {}).items()},
+            incremental=tuple(data.get("incremental", ())),
         )

@@ -38,6 +38,8 @@ def test_declarations_are_frozen() -> None:
         (lambda: PythonMember("daily", "mypkg.jobs.daily"), r"python member 'daily': callable path 'mypkg.jobs.daily'"),
         (lambda: PythonMember("daily", "mypkg:jobs:daily"), r"callable path 'mypkg:jobs:daily' must look like"),
         (lambda: PythonMember("daily", "my-pkg.jobs:daily"), r"callable path"),
+        (lambda: PythonMember("daily", "mypkg.jobs:daily", incremental="yes"),
+         r"python member 'daily': incremental must be True or False"),
         (lambda: PythonMember("daily", "jobs:daily", sources=["ok", "not ok"]), r"python member 'daily', sources"),
     ],
 )

@@ -73,3 +73,14 @@ def test_the_digest_follows_the_definition() -> None:
     # how a mirror is stored does not change its rows: no recompute when a threshold is tuned
     assert definition_digest(Mirror("a")) == definition_digest(Mirror("a", compact_deleted_ratio=0.3,
                                                                       compact_max_files=10))
+
+
+def test_a_derived_member_recomputed_for_its_sources_may_update_its_previous_snapshot() -> None:
+    changed = {"accounts": capture("accounts"), "transfers": capture("transfers", changes=3)}
+    work = plan_work(GROUP, changed, previous())
+    assert [name for name, planned in work.items() if planned.on_previous] == ["balances", "daily", "report"]
+    assert not plan_work(GROUP, changed, {})["daily"].on_previous  # first cut: whole
+    assert not plan_work(GROUP, changed, previous(daily=PreviousMember("0" * 16, ("x",))))["daily"].on_previous
+    # being incremental is how the rows are computed, not what they are: switching it recomputes nothing
+    assert definition_digest(PythonMember("daily", "mypkg.jobs:daily", sources=["transfers"])) == definition_digest(
+        PythonMember("daily", "mypkg.jobs:daily", sources=["transfers"], incremental=True))
