@@ -29,62 +29,13 @@ from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.exceptions import ChangeFeedError, CutExpiredError
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
+from tests.integration.refresh.workloads import SCHEMA, workload
 
 pytestmark = pytest.mark.slow
 
 GROUP = RefreshGroup("feed", "src", "cat", "feed", (Mirror("public.accounts", compact_deleted_ratio=0.01),
                                                      Mirror("public.events", compact_deleted_ratio=0.01)))
-SCHEMA = """
-CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance numeric(12, 2));
-INSERT INTO accounts SELECT g, 'o' || (g % 7), g * 10 FROM generate_series(1, 60) g;
-CREATE TABLE events (kind text, n int);
-ALTER TABLE events REPLICA IDENTITY FULL;
-INSERT INTO events SELECT 'k' || (g % 3), g % 4 FROM generate_series(1, 20) g;
-INSERT INTO events VALUES (NULL, NULL), (NULL, NULL), ('k1', 1);
-"""
 RENAMED = {"holder": "owner"}
-
-
-def _keyed_transaction(conn: psycopg.Connection[Any], rng: random.Random) -> None:
-    ids = [row[0] for row in conn.execute("SELECT id FROM accounts").fetchall()]
-    pick, fresh = rng.choice(ids), max(ids) + rng.randint(1, 5)
-    statement = rng.choice([
-        ("INSERT INTO accounts VALUES (%s, 'new', 1)", (fresh,)),
-        ("UPDATE accounts SET balance = balance + 1 WHERE id = %s", (pick,)),
-        ("UPDATE accounts SET owner = NULL WHERE id = %s", (pick,)),
-        ("DELETE FROM accounts WHERE id = %s", (pick,)),
-        ("UPDATE accounts SET id = %s WHERE id = %s", (fresh, pick)),  # a key change
-        ("UPDATE accounts SET balance = balance WHERE id = %s", (pick,)),  # changes nothing
-    ])
-    conn.execute(*statement)  # type: ignore[call-overload]  # a (query, params) pair
-
-
-def _keyless_transaction(conn: psycopg.Connection[Any], rng: random.Random) -> None:
-    rows = conn.execute("SELECT ctid::text, kind, n FROM events").fetchall()
-    ctid, kind, n = rng.choice(rows)
-    statement = rng.choice([
-        ("INSERT INTO events VALUES (%s, %s)", (kind, n)),  # a duplicate
-        ("DELETE FROM events WHERE ctid = %s::tid", (ctid,)),  # one of several identical rows
-        ("UPDATE events SET n = coalesce(n, 0) + 1 WHERE ctid = %s::tid", (ctid,)),
-        ("INSERT INTO events VALUES (NULL, NULL)", ()),
-    ])
-    conn.execute(*statement)  # type: ignore[call-overload]  # a (query, params) pair
-
-
-def _workload(dsn: str, rng: random.Random, run: int) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for _ in range(rng.randint(3, 12)):
-            _keyed_transaction(conn, rng)
-        if run % 3 != 1:  # every third interval leaves 'events' alone: it is carried
-            for _ in range(rng.randint(2, 8)):
-                _keyless_transaction(conn, rng)
-        conn.execute("INSERT INTO accounts VALUES (100000, 'gone', 0)")  # inserted and deleted in between
-        conn.execute("DELETE FROM accounts WHERE id = 100000")
-        if run == 4:
-            conn.execute("ALTER TABLE accounts ADD COLUMN note text")
-            conn.execute("UPDATE accounts SET note = 'n' || id WHERE id % 5 = 0")
-        if run == 6:  # the member is copied again; the column keeps its field id
-            conn.execute("ALTER TABLE accounts RENAME COLUMN owner TO holder")
 
 
 def _bag(table: pa.Table, columns: list[str]) -> Counter[tuple[Any, ...]]:
@@ -117,7 +68,7 @@ def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, s
     cuts: list[Cut] = []
     for run in range(7):
         if run:
-            _workload(pg_dsn, rng, run)
+            workload(pg_dsn, rng, run)
         result = refresh_once(GROUP, source_dsn=pg_dsn, catalog_properties=properties, run_key=f"r{run}",
                               compact="all" if run == 3 else "none")
         assert result.cut is not None
