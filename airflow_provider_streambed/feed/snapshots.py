@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO
@@ -41,6 +40,7 @@ from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
+from airflow_provider_streambed.parquet_rows import positions_by_file, rows_at_positions
 
 logger = logging.getLogger(__name__)
 
@@ -91,14 +91,7 @@ def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.A
     for delete in deletes:
         with io.new_input(delete.file_path).open() as stream:
             tables.append(pq.read_table(stream, columns=["file_path", "pos"]))
-    if not tables:
-        return {}
-    pairs = pa.concat_tables(tables).group_by(["file_path", "pos"]).aggregate([])
-    pairs = pairs.sort_by([("file_path", "ascending"), ("pos", "ascending")])
-    positions: dict[str, pa.Array] = {}
-    for path in pc.unique(pairs["file_path"]).to_pylist():
-        positions[path] = pairs.filter(pc.equal(pairs["file_path"], path))["pos"].combine_chunks()
-    return positions
+    return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
 def _scan(table: StaticTable, schema: Schema) -> ArrowScan:
@@ -116,17 +109,10 @@ def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: 
     """A Parquet file in ``directory`` of ``data_file``'s rows at ``positions`` (sorted), as stored
     (its physical columns and field ids), read one row group at a time from the row groups that
     hold them only."""
-    parts = []
     with io.new_input(data_file.file_path).open() as stream:
-        parquet = pq.ParquetFile(stream)
-        sizes = np.array([parquet.metadata.row_group(i).num_rows for i in range(parquet.metadata.num_row_groups)])
-        starts = np.cumsum(sizes) - sizes
-        group_of = np.searchsorted(starts, positions, side="right") - 1
-        for group in np.unique(group_of):
-            local = positions[group_of == group] - starts[group]
-            parts.append(parquet.read_row_group(int(group)).take(pa.array(local, pa.int64())))
+        rows = rows_at_positions(pq.ParquetFile(stream), positions)
     path = directory / f"{uuid.uuid4().hex}.parquet"
-    pq.write_table(pa.concat_tables(parts), path)
+    pq.write_table(rows, path)
     extract = DataFile.from_args(content=DataFileContent.DATA, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
                                  partition=data_file.partition, record_count=len(positions),
                                  file_size_in_bytes=path.stat().st_size)

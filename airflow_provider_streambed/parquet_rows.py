@@ -1,0 +1,39 @@
+"""The rows a position delete names, read from Parquet one row group at a time.
+
+Parquet gives no cheaper way to a row than its row group's pages, so reading the rows at some
+positions of a file reads the row groups that hold them only, and takes the rows from each. The
+change feed (rows removed between two snapshots) and incremental derived members (rows their
+sources lost this run) read removed rows this way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+
+
+def positions_by_file(pairs: pa.Table) -> dict[str, pa.Array]:
+    """Position-delete rows (``file_path``, ``pos``) as each data file's positions, sorted and distinct."""
+    pairs = pairs.select([DELETE_FILE_PATH, DELETE_POS]).group_by([DELETE_FILE_PATH, DELETE_POS]).aggregate([])
+    pairs = pairs.sort_by([(DELETE_FILE_PATH, "ascending"), (DELETE_POS, "ascending")])
+    return {
+        path: pairs.filter(pc.equal(pairs[DELETE_FILE_PATH], path))[DELETE_POS].combine_chunks()
+        for path in pc.unique(pairs[DELETE_FILE_PATH]).to_pylist()
+    }
+
+
+def rows_at_positions(parquet: pq.ParquetFile, positions: np.ndarray) -> pa.Table:
+    """The rows of ``parquet`` at ``positions`` (sorted), as stored, from the row groups holding them."""
+    metadata = parquet.metadata
+    sizes = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
+    starts = np.cumsum(sizes) - sizes
+    group_of = np.searchsorted(starts, positions, side="right") - 1
+    parts = [
+        parquet.read_row_group(int(group)).take(pa.array(positions[group_of == group] - starts[group], pa.int64()))
+        for group in np.unique(group_of)
+    ]
+    return pa.concat_tables(parts) if parts else parquet.schema_arrow.empty_table()
