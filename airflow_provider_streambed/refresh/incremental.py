@@ -4,7 +4,8 @@ Inside the Spark job a source's changes of this run are the facts the change fee
 published snapshots (:mod:`airflow_provider_streambed.feed.snapshots`), taken from the source's
 staged output instead: an incremental output's new data files are the rows added (less the rows
 its own deletes remove), its position deletes name the rows removed from the previous snapshot's
-files (only those files are read). A carried source changed nothing. A source written whole this
+files, read in the driver's process from the row groups that hold them (:mod:`..parquet_rows`, as
+the feed reads them), never a whole source. A carried source changed nothing. A source written whole this
 run (its first cut, a compaction, a resync) or whose columns changed gives no such facts: the
 member is then computed whole, and :func:`incremental_basis` says why.
 """
@@ -12,15 +13,23 @@ member is then computed whole, and :func:`incremental_basis` says why.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_streambed.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
+from airflow_provider_streambed import storage
+from airflow_provider_streambed.parquet_rows import positions_by_file, rows_at_positions
+from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest, SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
+
+#: Threads reading the files that lost rows (as the change feed reads them).
+READ_THREADS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,28 +77,45 @@ def whole_reason(name: str, source: SourceState) -> str | None:
 
 def source_changes(spark: SparkSession, source: SourceState) -> Changes:
     """The source's rows removed and added this run (the source must give changes: see :func:`whole_reason`)."""
-    before = SnapshotScan(spark, source.previous, source.columns)
     staged = source.staged
-    empty = before.rows().limit(0)
-    if staged is None:
-        return Changes(empty, empty)
     added = (SnapshotScan(spark, SnapshotFiles(staged.files, staged.delete_files), source.columns).rows()
-             if staged.files else empty)
-    return Changes(_removed(spark, source.previous, staged, source.columns) if staged.delete_files else empty, added)
+             if staged is not None and staged.files else None)
+    rows = removed_rows(source.previous, staged.delete_files, source.columns) if staged is not None else None
+    removed = None if rows is None else spark.createDataFrame(rows)
+    like = added if added is not None else removed
+    if like is None:
+        like = SnapshotScan(spark, source.previous, source.columns).rows()
+    if removed is not None:  # read by pyarrow: Spark's types of the columns, as its read of the files gives them
+        removed = removed.select(*[F.col(field.name).cast(field.dataType) for field in like.schema.fields])
+    empty = like.limit(0)
+    return Changes(empty if removed is None else removed, empty if added is None else added)
 
 
-def _removed(spark: SparkSession, previous: SnapshotFiles, staged: MemberManifest,
-             columns: FileColumns | None) -> DataFrame:
-    """The rows of ``previous`` at the positions ``staged``'s delete files name, read from the
-    files they name only."""
-    positions = spark.read.parquet(*staged.delete_files).select(
-        F.substring_index(F.col(DELETE_FILE_PATH), "/", -1).alias(ROW_FILE), F.col(DELETE_POS).alias(ROW_POS))
-    named = {row[0] for row in positions.select(ROW_FILE).distinct().collect()}
-    files = tuple(uri for name, uri in file_names(previous.data).items() if name in named)
-    if not files:
-        return SnapshotScan(spark, previous, columns).rows().limit(0)
-    scan = SnapshotScan(spark, SnapshotFiles(files, previous.deletes, previous.copies), columns)
-    return scan.rows(positions=True).join(positions, [ROW_FILE, ROW_POS], "left_semi").drop(ROW_FILE, ROW_POS)
+def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...],
+                 columns: FileColumns | None) -> pa.Table | None:
+    """The rows of ``previous``'s data files that ``delete_files`` name, read in this process from
+    the row groups that hold them (as ``columns`` when given), never a whole table; ``None`` when
+    there are none."""
+    if not delete_files:
+        return None
+    pairs = []
+    for uri in delete_files:
+        filesystem, path = storage.filesystem(uri)
+        with filesystem.open_input_file(path) as stream:
+            pairs.append(pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS]))
+    wanted = {path.rsplit("/", 1)[-1]: found.to_numpy() for path, found in positions_by_file(
+        pa.concat_tables(pairs)).items()}
+
+    def read(name: str, uri: str) -> pa.Table:
+        filesystem, path = storage.filesystem(uri)
+        with filesystem.open_input_file(path) as stream:
+            rows = rows_at_positions(pq.ParquetFile(stream), wanted[name])
+        return rows if columns is None else columns.conform(rows)
+
+    named = [(name, uri) for name, uri in file_names(previous.data).items() if name in wanted]
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        parts = list(pool.map(lambda file: read(*file), named))
+    return pa.concat_tables(parts) if parts else None
 
 
 def incremental_basis(
