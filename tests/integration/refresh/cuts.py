@@ -33,6 +33,7 @@ class Cuts:
         self.ledger = Ledger(catalog_uri)
         self.ledger.create()
         self.conn = psycopg.connect(dsn, autocommit=True)
+        self.staged: dict[str, MemberManifest] = {}  # the manifests of the last cut published
 
     def stage(self, run_key: str, *, resync: bool = False,
               resync_members: Sequence[str] = ()) -> tuple[JobSpec, dict[str, MemberManifest]]:
@@ -47,6 +48,7 @@ class Cuts:
     def publish(self, run_key: str, *, resync: bool = False, resync_members: Sequence[str] = ()) -> CutRecord:
         """One whole cut: staged, published, slot advanced."""
         spec, staged = self.stage(run_key, resync=resync, resync_members=resync_members)
+        self.staged = staged
         cut = publish_cut(self.catalog, self.ledger, self.group, run_key, staged, carried=tuple(spec.carried))
         advance_slot(self.conn, self.group, cut.watermark)
         return cut

@@ -50,15 +50,15 @@ def raises(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContext) -
 def owner_totals(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContext) -> DataFrame:
     """Accounts, balances counted and their total per owner (NULL owners a group of their own),
     updated from the previous output and the changes of ``accounts`` when the run allows it."""
-    return _totals(inputs, cut, "accounts", "owner", "balance")
+    return totals(inputs, cut, "accounts", "owner", "balance")
 
 
 def kind_totals(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContext) -> DataFrame:
     """The same per ``kind`` of the keyless ``events`` (duplicate rows count)."""
-    return _totals(inputs, cut, "events", "kind", "n")
+    return totals(inputs, cut, "events", "kind", "n")
 
 
-def _totals(inputs: dict[str, DataFrame], cut: CutContext, source: str, key: str, value: str) -> DataFrame:
+def totals(inputs: dict[str, DataFrame], cut: CutContext, source: str, key: str, value: str) -> DataFrame:
     """Per ``key``: rows, non-NULL ``value``s and their sum; whole, or the previous output plus the
     signed sums of the rows removed (-1) and added (+1), a group left without rows dropped."""
     if cut.previous is None:
