@@ -30,6 +30,8 @@ from airflow_provider_streambed.staging.file_names import file_names
 
 #: Threads reading the files that lost rows (as the change feed reads them).
 READ_THREADS = 4
+#: Spark configuration: ``false`` computes every incremental member whole (a full refresh of them).
+INCREMENTAL_CONF = "spark.streambed.incrementalMembers"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,8 @@ def incremental_basis(
 ) -> tuple[DataFrame, dict[str, Changes]] | str:
     """Member ``member``'s output in the previous cut and its sources' changes, or why the member
     must be computed whole this run."""
+    if str(spark.conf.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
+        return f"{INCREMENTAL_CONF} is false (a full refresh)"
     if member not in spec.incremental:
         return "no previous output of its definition (its first cut, or its definition changed)"
     previous = spec.previous_snapshot(member)

@@ -2,8 +2,9 @@
 
 A differential test: a random workload over several cuts (inserts, updates, deletes, key changes,
 NULL group keys and values, duplicate rows in a keyless source, a source carried while the other
-changed, an added column: a whole recompute) and after every cut each incremental member equals,
-exactly, its twin computed whole by the same function from the same cut.
+changed, an added column: a whole recompute; a full refresh asked for by Spark configuration) and
+after every cut each incremental member equals, exactly, its twin computed whole by the same
+function from the same cut.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
 from tests.integration.refresh.cuts import cuts_of
 from tests.integration.refresh.workloads import SCHEMA, workload
 
@@ -60,6 +62,14 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
                 assert whole.num_rows > 0
                 assert cut.to_arrow(name).schema == whole.schema
                 assert _bag(cut.to_arrow(name)) == _bag(whole), f"cut {cut.cut_id}, member {name}: {reasons[name]}"
+        spark.conf.set(INCREMENTAL_CONF, "false")  # a full refresh
+        try:
+            workload(pg_dsn, rng, 7)
+            cut = reader.get(cuts.publish("full").cut_id)
+        finally:
+            spark.conf.unset(INCREMENTAL_CONF)
+        assert cuts.staged["owners"].reason == f"whole: not incremental: {INCREMENTAL_CONF} is false (a full refresh)"
+        assert _bag(cut.to_arrow("owners")) == _bag(cut.to_arrow("owners_whole"))
     for name in ("owners", "kinds"):
         assert reasons[name][0] == ("whole: not incremental: no previous output of its definition "
                                     "(its first cut, or its definition changed)")
