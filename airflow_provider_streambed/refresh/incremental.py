@@ -4,10 +4,11 @@ Inside the Spark job a source's changes of this run are the facts the change fee
 published snapshots (:mod:`airflow_provider_streambed.feed.snapshots`), taken from the source's
 staged output instead: an incremental output's new data files are the rows added (less the rows
 its own deletes remove), its position deletes name the rows removed from the previous snapshot's
-files, read in the driver's process from the row groups that hold them (:mod:`..parquet_rows`, as
-the feed reads them), never a whole source. A carried source changed nothing. A source written whole this
-run (its first cut, a compaction, a resync) or whose columns changed gives no such facts: the
-member is then computed whole, and :func:`incremental_basis` says why.
+files, read in the driver's process from the row groups that hold them
+(:mod:`airflow_provider_streambed.parquet_rows`, as the feed reads them), never a whole source. A
+carried source changed nothing. A source written whole this run (its first cut, a compaction, a
+resync) or whose columns changed gives no such facts: the member is then computed whole, and
+:func:`incremental_basis` says why (so does a full refresh, :data:`INCREMENTAL_CONF`).
 """
 
 from __future__ import annotations
