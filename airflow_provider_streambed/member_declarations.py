@@ -162,8 +162,9 @@ MEMBER_KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
 
 
 def incremental_member(member: Member) -> bool:
-    """Whether ``member`` may be updated from its previous output and its sources' changes."""
-    return isinstance(member, PythonMember) and member.incremental
+    """Whether ``member`` may be updated from its previous output and its sources' changes: an
+    incremental PythonMember, or a SqlMember (the refresh job decides from its query's plan)."""
+    return isinstance(member, SqlMember) or (isinstance(member, PythonMember) and member.incremental)
 
 
 def member_kind(member: Member) -> str:

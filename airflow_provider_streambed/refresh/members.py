@@ -75,13 +75,22 @@ def sql_member_frame(
         MemberQueryError: (final) the query does not bind: it names a table that is not one of
             the member's sources, or a column they do not have.
     """
-    views = list(source_files)
-    for name, frame in read_sources(spark, source_files, columns).items():
+    with bound_query(spark, group, member, read_sources(spark, source_files, columns)) as frame:
+        yield frame
+
+
+@contextmanager
+def bound_query(
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, frames: Mapping[str, DataFrame]
+) -> Iterator[DataFrame]:
+    """The member's query over ``frames`` bound as temporary views of their names (see
+    :func:`sql_member_frame`), until the block ends."""
+    for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     try:
         yield _run_query(spark, group, member)
     finally:
-        for name in views:
+        for name in frames:
             spark.catalog.dropTempView(name)
 
 

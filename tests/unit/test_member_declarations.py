@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_streambed.exceptions import DeclarationError
-from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
+from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember, incremental_member
 
 
 def test_mirror_defaults() -> None:
@@ -46,3 +46,10 @@ def test_declarations_are_frozen() -> None:
 def test_member_errors_name_the_member(build: Any, message: str) -> None:
     with pytest.raises(DeclarationError, match=message):
         build()
+
+
+def test_incremental_members_are_sql_members_and_python_members_that_say_so() -> None:
+    assert incremental_member(SqlMember("totals", "SELECT 1", sources=["a"]))
+    assert incremental_member(PythonMember("daily", "jobs:daily", incremental=True))
+    assert not incremental_member(PythonMember("daily", "jobs:daily"))
+    assert not incremental_member(Mirror("public.a"))

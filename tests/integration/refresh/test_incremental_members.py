@@ -1,10 +1,11 @@
-"""Incremental PythonMembers on real PostgreSQL, real Spark (local[2]) and a real catalog.
+"""Incremental PythonMembers and SQL members on real PostgreSQL, real Spark (local[2]) and a real catalog.
 
 A differential test: a random workload over several cuts (inserts, updates, deletes, key changes,
 NULL group keys and values, duplicate rows in a keyless source, a source carried while the other
 changed, an added column: a whole recompute; a full refresh asked for by Spark configuration) and
 after every cut each incremental member equals, exactly, its twin computed whole by the same
-function from the same cut.
+function or query from the same cut (a SQL twin wraps the query in a derived table, which is not
+incremental).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup
+from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
 from tests.integration.refresh.cuts import cuts_of
@@ -28,6 +29,10 @@ pytestmark = pytest.mark.slow
 
 OWNERS = "tests.integration.refresh.python_members:owner_totals"
 KINDS = "tests.integration.refresh.python_members:kind_totals"
+OWNER_STATS = ("SELECT owner, COUNT(*) AS n, COUNT(balance) AS counted, SUM(balance) AS total, AVG(balance) AS mean, "
+               "MIN(balance) AS low, MAX(balance) AS high FROM accounts WHERE id % 10 <> 3 GROUP BY owner")
+KIND_STATS = ("SELECT kind, COUNT(*) AS n, SUM(n) AS total, AVG(n) AS mean, MIN(n) AS low, MAX(n) AS high "
+              "FROM events GROUP BY kind")
 GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     Mirror("public.accounts"),
     Mirror("public.events", compact_deleted_ratio=0.2),
@@ -36,8 +41,13 @@ GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     PythonMember("owners_whole", OWNERS, sources=["accounts", "events"]),
     PythonMember("kinds", KINDS, sources=["events"], incremental=True),
     PythonMember("kinds_whole", KINDS, sources=["events"]),
+    SqlMember("owner_stats", OWNER_STATS, sources=["accounts"]),
+    SqlMember("owner_stats_whole", f"SELECT * FROM ({OWNER_STATS}) t", sources=["accounts"]),
+    SqlMember("kind_stats", KIND_STATS, sources=["events"]),
+    SqlMember("kind_stats_whole", f"SELECT * FROM ({KIND_STATS}) t", sources=["events"]),
 ))
-UPDATED = "from its previous output"
+UPDATED = ("from its previous output", "the groups of")
+INCREMENTAL = ("owners", "kinds", "owner_stats", "kind_stats")
 
 
 def _bag(table: pa.Table) -> Counter[tuple[Any, ...]]:
@@ -55,7 +65,7 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
             if run:
                 workload(pg_dsn, rng, run)
             cut = reader.get(cuts.publish(f"r{run}").cut_id)
-            for name in ("owners", "kinds"):
+            for name in INCREMENTAL:
                 if name in cuts.staged:
                     reasons[name].append(cuts.staged[name].reason)
                 whole = cut.to_arrow(f"{name}_whole")
@@ -68,10 +78,13 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
             cut = reader.get(cuts.publish("full").cut_id)
         finally:
             spark.conf.unset(INCREMENTAL_CONF)
-        assert cuts.staged["owners"].reason == f"whole: not incremental: {INCREMENTAL_CONF} is false (a full refresh)"
-        assert _bag(cut.to_arrow("owners")) == _bag(cut.to_arrow("owners_whole"))
-    for name in ("owners", "kinds"):
+        for name in ("owners", "owner_stats"):
+            assert cuts.staged[name].reason == f"whole: not incremental: {INCREMENTAL_CONF} is false (a full refresh)"
+            assert _bag(cut.to_arrow(name)) == _bag(cut.to_arrow(f"{name}_whole"))
+    for name in INCREMENTAL:
         assert reasons[name][0] == ("whole: not incremental: no previous output of its definition "
                                     "(its first cut, or its definition changed)")
         assert sum(reason.startswith(UPDATED) for reason in reasons[name]) >= 2, reasons[name]
-    assert "whole: not incremental: its source 'accounts' changed its columns" in reasons["owners"], reasons["owners"]
+    for name in ("owners", "owner_stats"):
+        assert "whole: not incremental: its source 'accounts' changed its columns" in reasons[name], reasons[name]
+    assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
