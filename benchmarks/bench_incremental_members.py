@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +37,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup
+from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.incremental import SourceState, incremental_basis, removed_rows
 from airflow_provider_streambed.refresh.members import CutContext, compute_python_member
+from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
 from airflow_provider_streambed.staging import (
     JobSpec,
     MemberManifest,
@@ -52,8 +55,10 @@ from benchmarks.bench_changes_since import median_seconds
 from benchmarks.bench_merge_on_read import refresh, write_changelog, write_table
 from tests.integration.refresh.python_members import totals
 
-MEMBER = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
-GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"), MEMBER))
+PYTHON = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
+SQL = SqlMember("grp_stats", "SELECT grp, COUNT(*) AS n, COUNT(amount) AS counted, SUM(amount) AS total "
+                "FROM facts GROUP BY grp", ("facts",))
+GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"), PYTHON, SQL))
 GOALS = {0.001: 0.10, 0.01: 0.20}
 
 
@@ -62,20 +67,24 @@ def grp_totals(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContex
     return totals(inputs, cut, "facts", "grp", "amount")
 
 
-def compute(spark: SparkSession, spec: JobSpec, source: SourceState, root: Path, incremental: bool) -> MemberManifest:
-    """The member computed and staged as the refresh job does (whole, or from its previous output)."""
+def compute(spark: SparkSession, spec: JobSpec, member: PythonMember | SqlMember, source: SourceState,
+            root: Path) -> MemberManifest:
+    """The member computed and staged under ``root`` as the refresh job does: from its previous
+    output when ``spec`` lists it as incremental, else whole."""
+    if isinstance(member, SqlMember):
+        return stage_sql_member(spark, replace(spec, staging_root=root.as_uri()), GROUP, member, {"facts": source})
     context = CutContext(GROUP, spec.watermark, spec.prev_watermark, spec.cut_number)
-    if incremental:
-        basis = incremental_basis(spark, spec, MEMBER.name, {"facts": source})
+    if member.name in spec.incremental:
+        basis = incremental_basis(spark, spec, member.name, {"facts": source})
         assert not isinstance(basis, str), basis
         context = CutContext(GROUP, spec.watermark, spec.prev_watermark, spec.cut_number, *basis)
-    frame = compute_python_member(spark, GROUP, MEMBER, {"facts": source.files}, context)
-    return stage_member_output(frame, root.as_uri(), MEMBER.name, spec.watermark)
+    frame = compute_python_member(spark, GROUP, member, {"facts": source.files}, context)
+    return stage_member_output(frame, root.as_uri(), member.name, spec.watermark)
 
 
-def rows_of(spark: SparkSession, root: Path) -> list[tuple[object, ...]]:
+def rows_of(spark: SparkSession, root: Path, member: str) -> list[tuple[object, ...]]:
     """The member's output staged under ``root``, sorted."""
-    manifest = read_member_manifest(root.as_uri(), MEMBER.name)
+    manifest = read_member_manifest(root.as_uri(), member)
     assert manifest is not None
     return sorted((tuple(row) for row in spark.read.parquet(*manifest.files).collect()), key=repr)
 
@@ -91,29 +100,33 @@ def write_inserts(rows: int, fraction: float, lsn: int, path: Path) -> TableCapt
     return capture
 
 
-def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, previous: MemberManifest,
+def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, previous: dict[str, MemberManifest],
           fraction: float, repeats: int, inserts: bool = False) -> None:
-    """One line: the member after ``fraction`` changed rows (updates of random keys, or ``inserts``)."""
+    """Two lines, the Python and the SQL member, after ``fraction`` changed rows (updates of
+    random keys, or ``inserts``)."""
     lsn = 1000 + int(fraction * 1e6) + (500 if inserts else 0)
     path = work / f"changes-{lsn}" / "c.parquet"
     capture = write_inserts(rows, fraction, lsn, path) if inserts else write_changelog(rows, fraction, lsn, path, lsn)
     staged, _ = refresh(spark, base, capture, work / f"mirror-{lsn}", lsn)
-    spec = JobSpec(GROUP.to_dict(), f"r{lsn}", Lsn(lsn), Lsn(1), 2, (work / "unused").as_uri(), "",
-                   previous_files={MEMBER.name: previous.files}, incremental=(MEMBER.name,))
+    whole_spec = JobSpec(GROUP.to_dict(), f"r{lsn}", Lsn(lsn), Lsn(1), 2, (work / "unused").as_uri(), "",
+                         previous_files={name: manifest.files for name, manifest in previous.items()})
+    spec = replace(whole_spec, incremental=tuple(previous))
     source = SourceState(base, staged)
-    full_root, incremental_root = work / f"full-{lsn}", work / f"incremental-{lsn}"
-    full = median_seconds(lambda: compute(spark, spec, source, full_root, False), repeats)
-    updated = median_seconds(lambda: compute(spark, spec, source, incremental_root, True), repeats)
     start = time.perf_counter()
     removed_rows(base, staged.delete_files, None)
     read_removed = time.perf_counter() - start
-    whole, incremental = (rows_of(spark, root) for root in (full_root, incremental_root))
-    ratio = updated / full
     shape = "inserted" if inserts else "updated (random keys)"
-    print(f"{fraction:>6.1%} rows {shape}: {staged.row_count:,} new rows, {staged.deleted_rows:,} deleted: "
-          f"full {full:.2f} s, incremental {updated:.2f} s (of which reading the removed rows {read_removed:.2f} s)"
-          f" = {ratio:.1%} of full (goal <= {GOALS[fraction]:.0%}: {'met' if ratio <= GOALS[fraction] else 'NOT met'});"
-          f" outputs {'equal' if whole == incremental else 'DIFFER'} ({len(whole)} groups)")
+    print(f"{fraction:>6.1%} rows {shape}: {staged.row_count:,} new rows, {staged.deleted_rows:,} deleted "
+          f"(reading the removed rows: {read_removed:.2f} s)")
+    for member in (PYTHON, SQL):
+        full_root, incremental_root = work / f"full-{lsn}-{member.name}", work / f"incremental-{lsn}-{member.name}"
+        full = median_seconds(partial(compute, spark, whole_spec, member, source, full_root), repeats)
+        updated = median_seconds(partial(compute, spark, spec, member, source, incremental_root), repeats)
+        whole, incremental = (rows_of(spark, root, member.name) for root in (full_root, incremental_root))
+        ratio, goal = updated / full, GOALS[fraction]
+        print(f"    {type(member).__name__:<12} full {full:.2f} s, incremental {updated:.2f} s = {ratio:.1%} of full "
+              f"(goal <= {goal:.0%}: {'met' if ratio <= goal else 'NOT met'}); "
+              f"outputs {'equal' if whole == incremental else 'DIFFER'} ({len(whole)} groups)")
 
 
 def main() -> None:
@@ -126,7 +139,8 @@ def main() -> None:
         work = Path(directory)
         base = write_table(spark, arguments.rows, work / "base")
         first = JobSpec(GROUP.to_dict(), "r0", Lsn(1), None, 1, (work / "unused").as_uri(), "")
-        previous = compute(spark, first, SourceState(base, None), work / "previous", False)
+        previous = {member.name: compute(spark, first, member, SourceState(base, None), work / "previous")
+                    for member in (PYTHON, SQL)}
         bench(spark, work, arguments.rows, base, previous, 0.001, 1)  # warm-up: JIT, caches
         print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, in-process local[2]")
         for inserts in (False, True):

@@ -28,7 +28,6 @@ from airflow_provider_streambed.refresh.members import (
     Failure,
     compute_python_member,
     first_lines,
-    sql_member_frame,
 )
 from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
@@ -36,8 +35,7 @@ from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CON
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
 from airflow_provider_streambed.refresh.session import build_session, quiet_py4j, share_session
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
-from airflow_provider_streambed.refresh.sql_incremental import maintained_output
-from airflow_provider_streambed.refresh.sql_shape import group_by_shape
+from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
 from airflow_provider_streambed.refresh.work import definition_digest
 from airflow_provider_streambed.staging import (
     JobSpec,
@@ -149,21 +147,7 @@ def _compute(
     columns = {name: state.columns for name, state in states.items() if state.columns is not None}
     resynced = _resynced_source(group, member, staged)
     if isinstance(member, SqlMember):
-        with sql_member_frame(spark, group, member, sources, columns) as frame:
-            shape = group_by_shape(frame, member.sources)
-            basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, states)
-            if isinstance(basis, str) or isinstance(shape, str):
-                reason = f"whole: not incremental: {basis}"
-                logger.info("group=%s member=%s W=%s: %s", group.name, member.name, spec.watermark, reason)
-                return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                                           reason=reason, resynced=resynced)
-        reason = f"the groups of {shape.source} its changes touched recomputed, the others kept"
-        logger.info("group=%s member=%s W=%s: %s", group.name, member.name, spec.watermark, reason)
-        previous, changes = basis
-        with maintained_output(spark, group, member, shape, previous, changes[shape.source],
-                               states[shape.source]) as output:
-            return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
-                                       reason=reason, resynced=resynced)
+        return stage_sql_member(spark, spec, group, member, states, definition, resynced)
     assert isinstance(member, PythonMember)
     context = CutContext(group, spec.watermark, spec.prev_watermark, spec.cut_number)
     reason = ""

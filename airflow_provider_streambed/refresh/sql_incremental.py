@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 
@@ -39,9 +40,39 @@ from pyspark.sql.types import (
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.incremental import Changes, SourceState
-from airflow_provider_streambed.refresh.members import bound_query, read_sources
-from airflow_provider_streambed.refresh.sql_shape import GroupByShape
+from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
+from airflow_provider_streambed.refresh.members import bound_query, read_sources, sql_member_frame
+from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
+from airflow_provider_streambed.staging import JobSpec, MemberManifest
+from airflow_provider_streambed.staging.members import stage_member_output
+
+logger = logging.getLogger(__name__)
+
+
+def stage_sql_member(
+    spark: SparkSession, spec: JobSpec, group: RefreshGroup, member: SqlMember, sources: Mapping[str, SourceState],
+    definition: str = "", resynced: str = "",
+) -> MemberManifest:
+    """Compute the member at W, from its previous output when its query and the run allow it
+    (else whole, logged with why), and stage its output."""
+    where = f"group={group.name} member={member.name} W={spec.watermark}"
+    columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
+    with sql_member_frame(spark, group, member, {name: source.files for name, source in sources.items()},
+                          columns) as frame:
+        shape = group_by_shape(frame, member.sources)
+        basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources)
+        if isinstance(basis, str) or isinstance(shape, str):
+            reason = f"whole: not incremental: {basis}"
+            logger.info("%s: %s", where, reason)
+            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
+                                       reason=reason, resynced=resynced)
+    reason = f"the groups of {shape.source} its changes touched recomputed, the others kept"
+    logger.info("%s: %s", where, reason)
+    previous, changes = basis
+    with maintained_output(spark, group, member, shape, previous, changes[shape.source],
+                           sources[shape.source]) as output:
+        return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
+                                   reason=reason, resynced=resynced)
 
 
 def touched_keys(changes: Changes, shape: GroupByShape) -> DataFrame:
