@@ -1,19 +1,20 @@
-"""Benchmark of an incremental derived member (issue 34): a GROUP BY aggregate updated vs recomputed.
+"""Benchmark of incremental derived members (issue 34): a GROUP BY aggregate updated vs recomputed.
 
 A mirror ``facts`` of ``--rows`` rows (id, grp, amount, note, at; 8 Parquet files, the shape of a
-bootstrap's output) has a derived member: per ``grp``, its rows, amounts counted and their sum
-(the incremental PythonMember of the tests, ``tests.integration.refresh.python_members.totals``).
-The member's previous output is computed once over the mirror; then the mirror is refreshed after
-0.1 % and 1 % updated rows (random keys, each moved to another group with a NULL amount: every
-group touched), and after as many inserted rows (an append-mostly table), staged merge-on-read as
-a refresh stages it, and the member computed on top of that, timed side by side in one
-in-process ``local[2]`` Spark session warmed up by one round first (no JVM start in any figure),
-median of ``--repeats``:
+bootstrap's output) has two derived members giving, per ``grp`` (100 groups), its rows, amounts
+counted and their sum: an incremental PythonMember (``tests.integration.refresh.python_members.totals``:
+the previous output plus the signed sums of the changes) and a SqlMember ``SELECT grp, COUNT(*),
+COUNT(amount), SUM(amount) FROM facts GROUP BY grp`` (its touched groups recomputed). Their
+previous outputs are computed once over the mirror; then the mirror is refreshed after 0.1 % and
+1 % updated rows (random keys, each moved to another group with a NULL amount: every group
+touched), and after as many inserted rows (an append-mostly table), staged merge-on-read as a
+refresh stages it, and each member computed on top of that, timed side by side in one in-process
+``local[2]`` Spark session warmed up by one round first (no JVM start in any figure), median of
+``--repeats``:
 
 - full: the member recomputed whole over the mirror at W, and its output staged;
-- incremental: its previous output and the mirror's changes this run
-  (:func:`~airflow_provider_streambed.refresh.incremental.incremental_basis`), the function's
-  update, and its output staged.
+- incremental: the member computed as the refresh job computes it from its previous output and
+  the mirror's changes this run, and its output staged.
 
 Both outputs are compared (they must be equal); the time to read the removed rows alone is
 printed beside (random updates touch every row group). Goals: <= 10 % (0.1 %) and <= 20 % (1 %)
