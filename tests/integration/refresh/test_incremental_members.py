@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh import sql_incremental
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
 from tests.integration.refresh.cuts import cuts_of
 from tests.integration.refresh.workloads import SCHEMA, workload
@@ -55,8 +56,9 @@ def _bag(table: pa.Table) -> Counter[tuple[Any, ...]]:
 
 
 def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
-    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(sql_incremental, "MAX_TOUCHED_SHARE", 10.0)  # maintained however many groups a run touches
     rng = random.Random(3401)
     reasons: dict[str, list[str]] = defaultdict(list)
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
@@ -88,3 +90,10 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     for name in ("owners", "owner_stats"):
         assert "whole: not incremental: its source 'accounts' changed its columns" in reasons[name], reasons[name]
     assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
+
+
+def test_a_sql_member_whose_changes_touch_most_groups_is_computed_whole(spark: SparkSession) -> None:
+    previous = spark.createDataFrame([(key,) for key in range(10)], "k int")
+    assert sql_incremental.mostly_touched(previous, spark.createDataFrame([(1,), (2,)], "k int")) == ""
+    assert sql_incremental.mostly_touched(previous, spark.createDataFrame([(key,) for key in range(6)], "k int")) == (
+        "its changes touched 6 of its 10 groups (more than 50%)")
