@@ -105,17 +105,23 @@ class SqlMember:
         name: member (and Iceberg table) name.
         query: a Spark SQL ``SELECT`` whose table names are member names of the group.
         sources: the members the query reads.
+        incremental: maintain the member from its previous output when its query is a ``GROUP
+            BY`` over one source with ``COUNT``, ``SUM``, ``AVG``, ``MIN`` and ``MAX``: a run
+            recomputes only the groups its source's changes touched (any other query, or a run
+            that touched most groups, computes it whole; the refresh log says why).
     """
 
     name: str
     query: str
     sources: tuple[str, ...] = ()
+    incremental: bool = False
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "sql member name")
         object.__setattr__(self, "sources", _as_names(self.sources, f"sql member {self.name!r}, sources"))
         if not isinstance(self.query, str) or not self.query.strip():
             raise DeclarationError(f"sql member {self.name!r}: query is empty")
+        _check_flag(self.incremental, f"sql member {self.name!r}: incremental")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,9 +153,7 @@ class PythonMember:
                 f"python member {self.name!r}: callable path {self.callable_path!r} "
                 "must look like 'package.module:function'"
             )
-        if not isinstance(self.incremental, bool):
-            raise DeclarationError(f"python member {self.name!r}: incremental must be True or False, "
-                                   f"got {self.incremental!r}")
+        _check_flag(self.incremental, f"python member {self.name!r}: incremental")
 
 
 Member = Mirror | SqlMember | PythonMember
@@ -162,9 +166,15 @@ MEMBER_KINDS: dict[str, type[Mirror] | type[SqlMember] | type[PythonMember]] = {
 
 
 def incremental_member(member: Member) -> bool:
-    """Whether ``member`` may be updated from its previous output and its sources' changes: an
-    incremental PythonMember, or a SqlMember (the refresh job decides from its query's plan)."""
-    return isinstance(member, SqlMember) or (isinstance(member, PythonMember) and member.incremental)
+    """Whether ``member`` may be updated from its previous output and its sources' changes: a
+    PythonMember or SqlMember declared ``incremental=True`` (for a SqlMember the refresh job then
+    decides from its query's plan)."""
+    return isinstance(member, SqlMember | PythonMember) and member.incremental
+
+
+def _check_flag(value: object, where: str) -> None:
+    if not isinstance(value, bool):
+        raise DeclarationError(f"{where} must be True or False, got {value!r}")
 
 
 def member_kind(member: Member) -> str:

@@ -58,7 +58,7 @@ from tests.integration.refresh.python_members import totals
 
 PYTHON = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
 SQL = SqlMember("grp_stats", "SELECT grp, COUNT(*) AS n, COUNT(amount) AS counted, SUM(amount) AS total "
-                "FROM facts GROUP BY grp", ("facts",))
+                "FROM facts GROUP BY grp", ("facts",), incremental=True)
 GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"), PYTHON, SQL))
 GOALS = {0.001: 0.10, 0.01: 0.20}
 

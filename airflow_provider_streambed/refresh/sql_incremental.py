@@ -61,9 +61,12 @@ def stage_sql_member(
     """Compute the member at W, from its previous output when its query and the run allow it
     (else whole, logged with why), and stage its output."""
     where = f"group={group.name} member={member.name} W={spec.watermark}"
+    files = {name: source.files for name, source in sources.items()}
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
-    with sql_member_frame(spark, group, member, {name: source.files for name, source in sources.items()},
-                          columns) as frame:
+    with sql_member_frame(spark, group, member, files, columns) as frame:
+        if not member.incremental:
+            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
+                                       resynced=resynced)
         shape = group_by_shape(frame, member.sources)
         basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources)
         why = f"not incremental: {basis}" if isinstance(basis, str) or isinstance(shape, str) else \

@@ -48,8 +48,9 @@ def test_member_errors_name_the_member(build: Any, message: str) -> None:
         build()
 
 
-def test_incremental_members_are_sql_members_and_python_members_that_say_so() -> None:
-    assert incremental_member(SqlMember("totals", "SELECT 1", sources=["a"]))
+def test_incremental_members_are_sql_and_python_members_that_say_so() -> None:
+    assert incremental_member(SqlMember("totals", "SELECT 1", sources=["a"], incremental=True))
+    assert not incremental_member(SqlMember("totals", "SELECT 1", sources=["a"]))
     assert incremental_member(PythonMember("daily", "jobs:daily", incremental=True))
     assert not incremental_member(PythonMember("daily", "jobs:daily"))
     assert not incremental_member(Mirror("public.a"))

@@ -42,9 +42,9 @@ GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     PythonMember("owners_whole", OWNERS, sources=["accounts", "events"]),
     PythonMember("kinds", KINDS, sources=["events"], incremental=True),
     PythonMember("kinds_whole", KINDS, sources=["events"]),
-    SqlMember("owner_stats", OWNER_STATS, sources=["accounts"]),
-    SqlMember("owner_stats_whole", f"SELECT * FROM ({OWNER_STATS}) t", sources=["accounts"]),
-    SqlMember("kind_stats", KIND_STATS, sources=["events"]),
+    SqlMember("owner_stats", OWNER_STATS, sources=["accounts"], incremental=True),
+    SqlMember("owner_stats_whole", f"SELECT * FROM ({OWNER_STATS}) t", sources=["accounts"], incremental=True),
+    SqlMember("kind_stats", KIND_STATS, sources=["events"], incremental=True),
     SqlMember("kind_stats_whole", f"SELECT * FROM ({KIND_STATS}) t", sources=["events"]),
 ))
 UPDATED = ("from its previous output", "the groups of")
