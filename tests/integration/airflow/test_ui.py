@@ -179,8 +179,11 @@ def test_the_page_in_a_real_browser(bank_connections: dict[str, str], api_server
     assert list(rows) == ["cut-3", "cut-2", "cut-1"]
     for number in (1, 2, 3):
         cut = ledger.get_cut("bank", number)
-        expected = [str(number), str(cut.watermark), cut.published_at.isoformat(timespec="seconds"), f"run{number}",
-                    "5", "1", "pinned" if number == 1 else ""]
+        run = ledger.get_run("bank", f"run{number}")
+        assert cut is not None and run is not None
+        lag = (cut.published_at - (run.newest_commit_at or run.pinned_at)).total_seconds()  # its freshness
+        expected = [str(number), str(cut.watermark), cut.published_at.isoformat(timespec="seconds"), f"{lag:.1f} s",
+                    f"run{number}", "5", "1", "pinned" if number == 1 else ""]
         assert rows[f"cut-{number}"] == expected
     capture = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#last-capture td")]
     assert capture[0] == "run3" and capture[3:] == ["published", "1", "75.0 s"]
