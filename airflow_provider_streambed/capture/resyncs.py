@@ -14,9 +14,9 @@ no change record carries, so a mirror cannot follow them:
   ``smallint`` and ``integer`` are both Iceberg ``int``), ``USING`` rewrites included. A ``USING``
   that changes values within a type Iceberg promotes (``TYPE bigint USING id * 100``) cannot be
   told from a widening by the catalog: that member needs a resync asked for by hand;
-- a column that takes the name of a dropped one (the same name under another ``attnum``, or a name
-  the mirror's files still hold for a dropped column): the older files would read as the new
-  column;
+- a column that takes a name the mirror's files hold for another column (the same name under
+  another ``attnum``, an older name of a renamed column, or a name of a dropped column): the
+  older files would read as the new column;
 - what names one row changed (the primary key, the replica identity, or a key dropped so the
   table became keyless): changes before and after name rows differently;
 - a partitioned table's partitions changed (``oid:relfilenode`` of each leaf): a partition
@@ -116,10 +116,14 @@ def source_change(table: SourceTable, previous: LastCutMirror) -> str:
                 "identity)")
     if previous.storage and table.storage != previous.storage:
         return "its partitions changed (a partition attached, detached, dropped, truncated or rewritten)"
+    held = {other: previous.attnums[field] for field, names in previous.names.items() if field in previous.attnums
+            for other in names}  # every name the mirror's files hold a live column under, its attnum
+    held.update(previous.attnums)
     reused = [name for name, attnum in zip(table.columns, table.attnums, strict=False)
-              if previous.attnums.get(name, attnum) != attnum or name in previous.retired]
+              if held.get(name, attnum) != attnum or name in previous.retired]
     if reused:
-        return f"columns {reused} take the name of a dropped column, which the mirror's older files still hold"
+        return (f"columns {reused} take a name the mirror's older files hold for another column (a dropped or "
+                "renamed one)")
     renamed = renamed_columns(table, previous)
     return columns_change(table.columns, table.filled_columns, previous.columns.names, renamed) or types_change(
         [(name, pg_type.arrow) for name, pg_type in zip(table.columns, table.types, strict=True)], previous.columns,
@@ -148,11 +152,10 @@ def column_aliases(table: SourceTable, previous: LastCutMirror) -> dict[str, tup
 
 def reshaped(table: SourceTable, previous: LastCutMirror) -> bool:
     """Whether ``table``'s columns (names, order or Iceberg types) differ from its mirror's in the
-    last cut: the next cut evolves the mirror's schema, even without a change of its rows."""
+    last cut (a rename included): the next cut evolves the mirror's schema, even without a change
+    of its rows."""
     now = [(name, iceberg_type(pg_type.arrow)) for name, pg_type in zip(table.columns, table.types, strict=True)]
-    then = [(field.name, iceberg_type(field.type)) for field in previous.columns]
-    renamed = renamed_columns(table, previous)
-    return now != [(renamed.get(name, name), kind) for name, kind in then]
+    return now != [(field.name, iceberg_type(field.type)) for field in previous.columns]
 
 
 def check_policy(group: str, policy: str, reasons: Mapping[str, str], tables: Mapping[str, SourceTable]) -> None:

@@ -191,7 +191,7 @@ def _source_state(
     previous = spec.previous_snapshot(canonical)
     capture = captures.get(canonical.lower())
     columns = None if capture is None else FileColumns.of(capture)
-    reshaped = capture is not None and (capture.reshaped or bool(capture.renamed))
+    reshaped = capture is not None and capture.reshaped
     if canonical in spec.carried:
         if not previous.data:
             raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "

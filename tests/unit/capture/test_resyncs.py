@@ -97,9 +97,15 @@ def test_a_column_taking_a_dropped_columns_name_needs_a_resync() -> None:
                                 names={"id": ("id",), "note": ("memo", "note")}, retired=["legacy"])
     readded = dataclasses.replace(table(("id", INT4), ("note", TEXT)), attnums=(1, 5))  # DROP note, ADD note
     assert source_change(readded, recorded) == (
-        "columns ['note'] take the name of a dropped column, which the mirror's older files still hold")
+        "columns ['note'] take a name the mirror's older files hold for another column (a dropped or renamed one)")
     back = dataclasses.replace(table(("id", INT4), ("note", TEXT), ("legacy", TEXT)), attnums=(1, 3, 6))
-    assert source_change(back, recorded).startswith("columns ['legacy'] take the name of a dropped column")
+    assert source_change(back, recorded).startswith(
+        "columns ['legacy'] take a name the mirror's older files hold for another column")
+    taken = dataclasses.replace(table(("id", INT4), ("note", TEXT), ("memo", TEXT)), attnums=(1, 3, 7))
+    assert source_change(taken, recorded).startswith(  # "memo" is an older name of note: its files hold it
+        "columns ['memo'] take a name the mirror's older files hold for another column")
+    back = dataclasses.replace(table(("id", INT4), ("memo", TEXT)), attnums=(1, 3))
+    assert source_change(back, recorded) == ""  # note renamed back to memo: its own older name
     renamed_again = dataclasses.replace(table(("id", INT4), ("remark", TEXT)), attnums=(1, 3))
     assert column_aliases(renamed_again, recorded) == {"remark": ("note", "memo")}  # every older name of the field
 
