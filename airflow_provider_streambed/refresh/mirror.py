@@ -26,14 +26,11 @@ from functools import reduce
 from operator import and_
 from typing import Any, NamedTuple
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
-from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
@@ -169,10 +166,7 @@ def _read_changelog(spark: SparkSession, source: MirrorInput, columns: FileColum
     """The changelog segments, each read as the columns at W and the last segment's bookkeeping
     and marker columns (a segment from before an ``ALTER TABLE`` holds older ones)."""
     try:
-        filesystem, path = storage.filesystem(source.capture.files[-1])
-        with filesystem.open_input_file(path) as stream:
-            last = pq.read_schema(stream)
-        extra = from_arrow_schema(pa.schema([field for field in last if field.name not in columns.names]))
+        extra = from_arrow_schema(columns.changelog)
         frame = read_as(spark.read, columns, extra).parquet(*source.capture.files)
         return frame.select(*[held_column(columns, name) for name in [*columns.names, *extra.fieldNames()]])
     except Exception as error:  # Spark raises several unrelated classes for unreadable input

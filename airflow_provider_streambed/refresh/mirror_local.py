@@ -275,7 +275,7 @@ def _changes(source: MirrorInput, columns: FileColumns) -> tuple[pa.Table | None
     for uri in source.capture.files:
         filesystem, path = storage.filesystem(uri)
         segments.append(pq.read_table(path, filesystem=filesystem))
-    extra = {field.name: field.type for field in segments[-1].schema if field.name not in columns.names}
+    extra = {field.name: field.type for field in columns.changelog}
     changes = pa.concat_tables([columns.conform(segment, extra) for segment in segments])
     if why := _schema_change(source):
         return None, why

@@ -32,10 +32,13 @@ class FileColumns:
     Attributes:
         schema: the columns at W, in source order, with the Arrow types the changelog holds.
         aliases: each column's older names, by its name at W (columns without any are left out).
+        changelog: the changelog's own columns at W, after ``schema``'s (bookkeeping and
+            unchanged-TOAST markers; empty when not read from a capture).
     """
 
     schema: pa.Schema
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    changelog: pa.Schema = field(default_factory=lambda: pa.schema([]))
 
     @classmethod
     def of(cls, capture: TableCapture) -> FileColumns:
@@ -44,7 +47,8 @@ class FileColumns:
         filesystem, path = storage.filesystem(capture.files[-1])
         with filesystem.open_input_file(path) as stream:
             segment = pq.read_schema(stream)
-        return cls(pa.schema([segment.field(name) for name in capture.columns]), dict(capture.aliases))
+        return cls(pa.schema([segment.field(name) for name in capture.columns]), dict(capture.aliases),
+                   pa.schema([field for field in segment if field.name not in capture.columns]))
 
     @property
     def names(self) -> list[str]:

@@ -45,6 +45,7 @@ def test_a_capture_gives_the_last_segments_columns_and_its_older_names(tmp_path:
     columns = FileColumns.of(capture)
     assert columns.schema == pa.schema([("id", pa.int64()), ("value", pa.int64())])
     assert columns.aliases == {"value": ("v",)}
+    assert columns.changelog == pa.schema([(COMMIT_LSN, pa.int64())])  # the last segment's own columns
 
 
 def test_a_captures_older_names_survive_its_manifest() -> None:
