@@ -15,6 +15,9 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 
+#: Threads reading the data files that lost rows (the feed and incremental members alike).
+READ_THREADS = 4
+
 
 def positions_by_file(pairs: pa.Table) -> dict[str, pa.Array]:
     """Position-delete rows (``file_path``, ``pos``) as each data file's positions, sorted and distinct."""

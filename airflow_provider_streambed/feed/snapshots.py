@@ -40,12 +40,10 @@ from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.parquet_rows import positions_by_file, rows_at_positions
+from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file, rows_at_positions
 
 logger = logging.getLogger(__name__)
 
-#: Threads reading the data files that lost rows.
-READ_THREADS = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.parquet_rows import positions_by_file, rows_at_positions
+from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file, rows_at_positions
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest, SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
 
-#: Threads reading the files that lost rows (as the change feed reads them).
-READ_THREADS = 4
 #: Spark configuration: ``false`` computes every incremental member whole (a full refresh of them).
 INCREMENTAL_CONF = "spark.streambed.incrementalMembers"
 
