@@ -3,21 +3,26 @@
 Spark reads plain Parquet lists; an Iceberg snapshot is data files minus the rows its position
 delete files name by ``(file_path, pos)``. :class:`SnapshotScan` reads the data files with
 Spark's ``_metadata.file_name`` and ``_metadata.row_index`` (the row's position in its file, the
-``pos`` of an Iceberg delete) and anti-joins the deletes. It joins by file *name* because
-Spark reports a file's path in its own URI form (``file:/w/a%20b/f.parquet`` for
+``pos`` of an Iceberg delete) and anti-joins the deletes. A delete names its file by *name*
+(Spark reports a file's path in its own URI form, ``file:/w/a%20b/f.parquet`` for
 ``file:///w/a b/f.parquet``); the names of a member table's files are unique (every Spark write
 names its files with its own UUID), and :class:`SnapshotScan` refuses files whose names are not
-unique or would be URL-encoded. :meth:`SnapshotScan.deletes_of` turns rows read with their
-positions into position-delete rows with the Iceberg field ids, for a new delete file. Files
-written under older schemas of the member (a column since dropped, renamed, added or widened)
-are read as its columns at W when the scan is given them
-(:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`): Spark reads the files
-with those columns and every older name of each, as its type at W, and takes each column under
-the name its file holds.
+unique or would be URL-encoded. The join itself is on one ``long`` per row, the file's ordinal in
+the scan and the row's position (:func:`row_key`): Spark probes a hash table of longs for far less
+than one of (string, long) pairs. Only the rows of files that a delete names are probed.
+:meth:`SnapshotScan.deletes_of` turns rows read with their positions into position-delete rows
+with the Iceberg field ids, for a new delete file. Files written under older schemas of the
+member (a column since dropped, renamed, added or widened) are read as its columns at W when the
+scan is given them (:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`): Spark
+reads the files with those columns and every older name of each, as its type at W, and takes
+each column under the name its file holds.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pyarrow.parquet as pq
 from pyarrow import fs
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
@@ -33,6 +38,10 @@ from airflow_provider_streambed.staging.file_names import file_names
 TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 #: Columns :meth:`SnapshotScan.rows` adds with ``positions=True``: the row's file name and position.
 ROW_FILE, ROW_POS = "_row_file", "_row_pos"
+#: The column a scan with deletes joins on: :func:`row_key`.
+ROW_KEY = "_row_key"
+#: A row's position takes the low bits of :data:`ROW_KEY`; its file's ordinal the bits above.
+POSITION_BITS = 40
 
 
 def with_field_ids(frame: DataFrame) -> DataFrame:
@@ -63,6 +72,7 @@ class SnapshotScan:
         self.files = files
         self._names = file_names(files.data) if files.deletes else {}
         self._data, self._deletes = files.readable()  # local copies of files Spark cannot reach
+        self._sizes = _sizes(self._data) if files.deletes else ()
         self._columns = columns
         self._frame = read_as(spark.read, columns).parquet(*self._data)
 
@@ -73,25 +83,26 @@ class SnapshotScan:
 
     def data_bytes(self) -> int:
         """The size of the data files (one metadata request per file)."""
-        filesystem, _ = fs.FileSystem.from_uri(self._data[0])
-        paths = [fs.FileSystem.from_uri(uri)[1] for uri in self._data]
-        return sum(info.size or 0 for info in filesystem.get_file_info(paths))
+        return sum(self._sizes or _sizes(self._data))
 
     def rows(self, columns: list[str] | None = None, positions: bool = False) -> DataFrame:
         """Live rows (``columns``, default all), with ``_row_file`` and ``_row_pos`` when ``positions``."""
         names = columns if columns is not None else self.columns
         selected: list[str | Column] = [self._column(name) for name in names]
-        if positions or self.files.deletes:
+        if positions:
             selected += [F.col("_metadata.file_name").alias(ROW_FILE), F.col("_metadata.row_index").alias(ROW_POS)]
-        frame = self._frame.select(*selected)
-        if self.files.deletes:
-            deleted = self.spark.read.parquet(*self._deletes).select(
-                F.substring_index(F.col(DELETE_FILE_PATH), "/", -1).alias(ROW_FILE), F.col(DELETE_POS).alias(ROW_POS)
-            )
-            frame = frame.join(deleted, [ROW_FILE, ROW_POS], "left_anti")
-            if not positions:
-                frame = frame.drop(ROW_FILE, ROW_POS)
-        return frame
+        if not self.files.deletes:
+            return self._frame.select(*selected)
+        names = list(self._names)
+        probed = _named_files(self._deletes) & set(names)
+        if not probed:
+            return self._frame.select(*selected)
+        frame = self._frame.select(*selected, row_key(names, self._sizes, probed).alias(ROW_KEY))
+        named = F.substring_index(F.col(DELETE_FILE_PATH), "/", -1)
+        ordinal = _first_match([(named == name, at) for at, name in enumerate(names) if name in probed])
+        deleted = self.spark.read.parquet(*self._deletes).select(
+            (F.shiftleft(ordinal, POSITION_BITS) + F.col(DELETE_POS)).alias(ROW_KEY)).where(F.col(ROW_KEY).isNotNull())
+        return frame.join(deleted, ROW_KEY, "left_anti").drop(ROW_KEY)
 
     def _column(self, name: str) -> Column:
         return held_column(self._columns, name)
@@ -103,6 +114,51 @@ class SnapshotScan:
         paths = self.spark.createDataFrame(list(names.items()), schema)
         located = rows.select(ROW_FILE, ROW_POS).join(F.broadcast(paths), ROW_FILE)
         return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS)))
+
+
+def row_key(names: list[str], sizes: tuple[int, ...], probed: set[str]) -> Column:
+    """Each row's file ordinal (its index in ``names``) shifted past :data:`POSITION_BITS`, plus
+    its position: one ``long`` per row of the files named in ``probed``, NULL for the other files'
+    rows (no delete names them: a join skips a NULL key). ``sizes``: the files' sizes in bytes.
+
+    Spark keeps a file's size and name in ``_metadata`` as per-file constants; the ordinal is
+    found by size, a ``long`` compare, where no other file in the scan has the same size, and by
+    size and name where one has. Larger files are tried first: they hold most rows.
+    """
+    shared = {size for size, count in Counter(sizes).items() if count > 1}
+    tests = []
+    for index in sorted((at for at, name in enumerate(names) if name in probed), key=lambda at: -sizes[at]):
+        test = F.col("_metadata.file_size") == sizes[index]
+        if sizes[index] in shared:
+            test = test & (F.col("_metadata.file_name") == names[index])
+        tests.append((test, index))
+    return F.shiftleft(_first_match(tests), POSITION_BITS) + F.col("_metadata.row_index")
+
+
+def _first_match(tests: list[tuple[Column, int]]) -> Column:
+    """The ``long`` paired with the first true test (NULL when none is); at least one test."""
+    (first, value), *others = tests
+    matched = F.when(first, value)
+    for test, other in others:
+        matched = matched.when(test, other)
+    return matched.cast("long")
+
+
+def _named_files(deletes: tuple[str, ...]) -> set[str]:
+    """The names of the files position-delete files name (read from their ``file_path`` dictionaries)."""
+    names: set[str] = set()
+    for uri in deletes:
+        filesystem, path = fs.FileSystem.from_uri(uri)
+        with filesystem.open_input_file(path) as source:
+            column = pq.read_table(source, columns=[DELETE_FILE_PATH], read_dictionary=[DELETE_FILE_PATH]).column(0)
+        names.update(named.rsplit("/", 1)[-1] for chunk in column.chunks for named in chunk.dictionary.to_pylist())
+    return names
+
+
+def _sizes(uris: tuple[str, ...]) -> tuple[int, ...]:
+    """The sizes in bytes of files (one metadata request per file)."""
+    filesystem, _ = fs.FileSystem.from_uri(uris[0])
+    return tuple(info.size or 0 for info in filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris]))
 
 
 def read_as(reader: DataFrameReader, columns: FileColumns | None, extra: StructType | None = None) -> DataFrameReader:
