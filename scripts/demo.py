@@ -13,9 +13,7 @@ warehouse) stay in ``.demo/`` for inspection; the cluster is removed.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -24,51 +22,17 @@ from pathlib import Path
 
 from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, Writer, cut_problems, load_bank
 from airflow_provider_streambed.read import Cut, CutReader
-from airflow_provider_streambed.refresh.submit import LOCAL_CONF
+from airflow_provider_streambed.testing.airflow import BIN, airflow_env
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 
 logger = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_DIR = REPO / ".demo"
-BIN = Path(sys.executable).parent
 DAG_ID = "streambed_bank"
 GROUP = "bank"
 RUNS = 3
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-#: Spark settings for the demo's ``local[2]`` jobs (``spark-defaults.conf``): the example DAG sets none.
-SPARK_DEFAULTS = {**LOCAL_CONF, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-
-
-def airflow_env(cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str],
-                metadata_db: str | None = None) -> dict[str, str]:
-    """The environment of the ``airflow`` subprocesses: demo home, metadata database (SQLite, or
-    ``metadata_db`` on the cluster), connections, Spark."""
-    home = DEMO_DIR / "airflow"
-    spark_conf_dir = DEMO_DIR / "spark-conf"
-    spark_conf_dir.mkdir(parents=True, exist_ok=True)
-    (spark_conf_dir / "spark-defaults.conf").write_text(
-        "".join(f"{key} {value}\n" for key, value in SPARK_DEFAULTS.items()))
-    env = dict(os.environ)
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}" if metadata_db is None
-        else f"postgresql+psycopg://streambed@127.0.0.1:{cluster.port}/{metadata_db}",
-        "AIRFLOW_CONN_BANK_PG": json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": cluster.port,
-                                            "login": "streambed", "schema": dbname}),
-        "AIRFLOW_CONN_LAKEHOUSE": json.dumps({"conn_type": "streambed_catalog", "extra": catalog}),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "PATH": os.pathsep.join([str(BIN), env.get("PATH", "")]),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_CONF_DIR": str(spark_conf_dir),
-    })
-    if metadata_db is not None:  # Airflow's API server and triggerer need an async driver: psycopg's
-        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] = (
-            f"postgresql+psycopg_async://streambed@127.0.0.1:{cluster.port}/{metadata_db}")
-    return env
 
 
 def run_logged(command: list[str], env: dict[str, str], log_name: str) -> tuple[int, float]:
@@ -112,7 +76,7 @@ def run_demo(cluster: ThrowawayCluster) -> bool:
     load_bank(dsn)
     print(f"bank schema loaded: {ACCOUNTS} accounts x {INITIAL_BALANCE}, database {dbname!r} on port {cluster.port}")
     catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
-    env = airflow_env(cluster, dbname, catalog)
+    env = airflow_env(DEMO_DIR, REPO / "dags", cluster, dbname, catalog)
     code, seconds = run_logged([str(BIN / "airflow"), "db", "migrate"], env, "airflow-db-migrate.log")
     print(f"airflow db migrate: exit {code} in {seconds:.0f} s")
     if code != 0:

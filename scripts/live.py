@@ -16,30 +16,25 @@ Run: ``.venv/bin/python scripts/live.py [--seconds N] [--port P]``.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import shutil
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from demo import BIN, DEMO_DIR, REPO, airflow_env, run_logged
+from demo import DEMO_DIR, REPO, run_logged
 
 from airflow_provider_streambed.catalog import open_with_ledger
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
 from airflow_provider_streambed.exceptions import CutNotFoundError
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.testing.airflow import BIN, airflow_env, components
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 
 DAG_ID = "streambed_bank_events"
 DAG_FILE = "example_bank_events.py"
 GROUP = "bank_live"
-COMPONENTS = ("scheduler", "dag-processor", "triggerer")
 
 
 def free_port() -> int:
@@ -47,31 +42,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-@contextmanager
-def components(env: dict[str, str], port: int) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Airflow's api-server, scheduler, dag-processor and triggerer, each logging to
-    ``.demo/logs/<name>.log``; stopped (SIGTERM to each process group, then SIGKILL) at the end."""
-    commands = {"api-server": ["api-server", "--host", "127.0.0.1", "--port", str(port)],
-                **{name: [name] for name in COMPONENTS}}
-    started = []
-    try:
-        for name, arguments in commands.items():
-            log = (DEMO_DIR / "logs" / f"{name}.log").open("wb")
-            started.append(subprocess.Popen([str(BIN / "airflow"), *arguments], env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True))
-        yield started
-    finally:
-        for process in started:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in started:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
 
 
 class Freshness:
@@ -115,7 +85,7 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
     dsn = cluster.dsn(dbname)
     load_bank(dsn)
     catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
-    env = airflow_env(cluster, dbname, catalog, metadata_db=metadata)
+    env = airflow_env(DEMO_DIR, REPO / "dags", cluster, dbname, catalog, metadata_db=metadata)
     dags = DEMO_DIR / "dags"  # this DAG alone, active from its first parse (its Asset's watcher with it)
     dags.mkdir()
     shutil.copy(REPO / "dags" / DAG_FILE, dags / DAG_FILE)
@@ -135,7 +105,7 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
     open_with_ledger(catalog)  # the ledger's tables, before the first run makes them
     writer = Writer(dsn)
     freshness = Freshness(writer, catalog)
-    with components(env, port) as started:
+    with components(env, port, DEMO_DIR / "logs") as started:
         print(f"Airflow UI: http://127.0.0.1:{port}  (logs in {DEMO_DIR / 'logs'}); Ctrl-C stops everything")
         writer.start()
         deadline = time.monotonic() + seconds

@@ -1,0 +1,81 @@
+"""A real local Airflow for the demos and tests: its environment, and its components as processes.
+
+The environment points the ``airflow`` subprocesses at a home of their own, a metadata database
+(SQLite, or one on a throwaway PostgreSQL cluster), the source, catalog and Spark connections as
+``AIRFLOW_CONN_*`` variables, and Spark settings for ``local[2]`` jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from airflow_provider_streambed.refresh.submit import LOCAL_CONF
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+
+BIN = Path(sys.executable).parent
+#: Spark settings for the demo's ``local[2]`` jobs (``spark-defaults.conf``): the example DAG sets none.
+SPARK_DEFAULTS = {**LOCAL_CONF, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+COMPONENTS = ("scheduler", "dag-processor", "triggerer")
+
+
+def airflow_env(directory: Path, dags: Path, cluster: ThrowawayCluster, dbname: str, catalog: dict[str, str],
+                metadata_db: str | None = None) -> dict[str, str]:
+    """The environment of the ``airflow`` subprocesses: home under ``directory``, metadata database
+    (SQLite, or ``metadata_db`` on the cluster), connections, Spark."""
+    home = directory / "airflow"
+    spark_conf_dir = directory / "spark-conf"
+    spark_conf_dir.mkdir(parents=True, exist_ok=True)
+    (spark_conf_dir / "spark-defaults.conf").write_text(
+        "".join(f"{key} {value}\n" for key, value in SPARK_DEFAULTS.items()))
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}" if metadata_db is None
+        else f"postgresql+psycopg://streambed@127.0.0.1:{cluster.port}/{metadata_db}",
+        "AIRFLOW_CONN_BANK_PG": json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": cluster.port,
+                                            "login": "streambed", "schema": dbname}),
+        "AIRFLOW_CONN_LAKEHOUSE": json.dumps({"conn_type": "streambed_catalog", "extra": catalog}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PATH": os.pathsep.join([str(BIN), env.get("PATH", "")]),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_CONF_DIR": str(spark_conf_dir),
+    })
+    if metadata_db is not None:  # Airflow's API server and triggerer need an async driver: psycopg's
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] = (
+            f"postgresql+psycopg_async://streambed@127.0.0.1:{cluster.port}/{metadata_db}")
+    return env
+
+
+@contextmanager
+def components(env: dict[str, str], port: int, log_dir: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Airflow's api-server, scheduler, dag-processor and triggerer, each logging to
+    ``<log_dir>/<name>.log``; stopped (SIGTERM to each process group, then SIGKILL) at the end."""
+    commands = {"api-server": ["api-server", "--host", "127.0.0.1", "--port", str(port)],
+                **{name: [name] for name in COMPONENTS}}
+    started = []
+    try:
+        for name, arguments in commands.items():
+            log = (log_dir / f"{name}.log").open("wb")
+            started.append(subprocess.Popen([str(BIN / "airflow"), *arguments], env=env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True))
+        yield started
+    finally:
+        for process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
