@@ -16,9 +16,7 @@ Run: ``.venv/bin/python scripts/live.py [--seconds N] [--port P]``.
 from __future__ import annotations
 
 import argparse
-import secrets
 import shutil
-import socket
 import statistics
 import sys
 import time
@@ -29,19 +27,12 @@ from airflow_provider_streambed.catalog import open_with_ledger
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
 from airflow_provider_streambed.exceptions import CutNotFoundError
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.testing.airflow import BIN, airflow_env, components
-from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from airflow_provider_streambed.testing.airflow import BIN, airflow_env, components, server_env, wait_until_healthy
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 
 DAG_ID = "streambed_bank_events"
 DAG_FILE = "example_bank_events.py"
 GROUP = "bank_live"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Freshness:
@@ -85,19 +76,11 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
     dsn = cluster.dsn(dbname)
     load_bank(dsn)
     catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
-    env = airflow_env(DEMO_DIR, REPO / "dags", cluster, dbname, catalog, metadata_db=metadata)
     dags = DEMO_DIR / "dags"  # this DAG alone, active from its first parse (its Asset's watcher with it)
     dags.mkdir()
     shutil.copy(REPO / "dags" / DAG_FILE, dags / DAG_FILE)
-    env.update({
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # a local demo: no login
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-    })
+    env = airflow_env(DEMO_DIR, dags, cluster, dbname, catalog, metadata_db=metadata)
+    env.update({**server_env(port), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"})  # a demo: no login
     code, took = run_logged([str(BIN / "airflow"), "db", "migrate"], env, "airflow-db-migrate.log")
     print(f"airflow db migrate (metadata on the cluster's database {metadata!r}): exit {code} in {took:.0f} s")
     if code != 0:
@@ -106,6 +89,11 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
     writer = Writer(dsn)
     freshness = Freshness(writer, catalog)
     with components(env, port, DEMO_DIR / "logs") as started:
+        try:
+            wait_until_healthy(f"http://127.0.0.1:{port}", started)
+        except RuntimeError as error:
+            print(f"FAIL: {error} (logs in {DEMO_DIR / 'logs'})")
+            return False
         print(f"Airflow UI: http://127.0.0.1:{port}  (logs in {DEMO_DIR / 'logs'}); Ctrl-C stops everything")
         writer.start()
         deadline = time.monotonic() + seconds
