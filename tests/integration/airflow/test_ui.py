@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 import time
@@ -23,14 +22,12 @@ from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.testing.postgres import free_port
+from tests.integration.airflow.browser import ARTIFACTS, chromium, log_in
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
 
 pytestmark = pytest.mark.slow
 
 USER, PASSWORD = "alice", "alice-pw"
-#: Where the browser test leaves its screenshot (``docs/images/streambed-page.png`` is one of them).
-ARTIFACTS = Path(os.environ.get("STREAMBED_TEST_ARTIFACTS", Path(__file__).parents[3] / "test-artifacts"))
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # Debian's, installed by `make install`
 
 
 @pytest.fixture
@@ -129,24 +126,9 @@ def api_server(viewer: None, bank_connections: dict[str, str], tmp_path: Path) -
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    """Headless Chromium through Debian's chromedriver (no network: background services off)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail(f"{CHROMIUM} and {CHROMEDRIVER} are missing: `make install` installs Debian's chromium packages")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--window-size=1280,900"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.implicitly_wait(0)
-    try:
+    """Headless Chromium."""
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_the_page_in_a_real_browser(bank_connections: dict[str, str], api_server: str, browser: Any) -> None:
@@ -163,11 +145,7 @@ def test_the_page_in_a_real_browser(bank_connections: dict[str, str], api_server
     assert "Not authenticated" in browser.find_element(By.TAG_NAME, "body").text
     assert "bank" not in browser.page_source
 
-    browser.get(f"{api_server}/auth/login")  # Airflow's own login form
-    wait.until(ready.presence_of_element_located((By.NAME, "username"))).send_keys(USER)
-    browser.find_element(By.NAME, "password").send_keys(PASSWORD)
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait.until(lambda driver: driver.get_cookie("_token") is not None)
+    log_in(browser, api_server, USER, PASSWORD)
 
     browser.get(f"{api_server}/plugin/streambed")  # Browse -> Streambed: the page inside the UI
     wait.until(ready.frame_to_be_available_and_switch_to_it((By.TAG_NAME, "iframe")))
