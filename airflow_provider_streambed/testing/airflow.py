@@ -86,9 +86,9 @@ def components(env: dict[str, str], port: int, log_dir: Path,
     started = []
     try:
         for name, arguments in commands.items():
-            log = (log_dir / f"{name}.log").open("wb")
-            started.append(subprocess.Popen([str(BIN / "airflow"), *arguments], env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True))
+            with (log_dir / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
+                started.append(subprocess.Popen([str(BIN / "airflow"), *arguments], env=env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True))
         yield started
     finally:
         for process in started:
