@@ -3,7 +3,8 @@
 It runs the Debian server binaries (``initdb``, ``pg_ctl``) in a temporary directory, listens on
 a free port on 127.0.0.1 only, and is removed on :meth:`ThrowawayCluster.stop`. PostgreSQL
 refuses to run as root, so under root the cluster runs as the unprivileged user ``nobody``.
-Authentication is ``trust`` on loopback: the DSN carries no password.
+Authentication is ``trust`` on loopback: the DSN carries no password; a role made by
+:meth:`ThrowawayCluster.add_password_role` must give its password.
 """
 
 from __future__ import annotations
@@ -144,6 +145,19 @@ class ThrowawayCluster:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return name
+
+    def add_password_role(self, role: str, password: str) -> None:
+        """Create a superuser ``role`` that, unlike the trusted superuser, must log in with
+        ``password`` (SCRAM, over TCP: a ``pg_hba.conf`` line ahead of the trust lines)."""
+        import psycopg
+        from psycopg import sql
+
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n{hba.read_text()}")
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)))
+            conn.execute("SELECT pg_reload_conf()")
 
     def drop_database(self, name: str) -> None:
         """Drop a database with its replication slots and open sessions."""

@@ -10,6 +10,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from airflow_provider_streambed.exceptions import ConnectionConfigError
+from airflow_provider_streambed.hooks import source as source_module
 from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
 from airflow_provider_streambed.hooks.source import StreambedSourceHook
 
@@ -45,14 +46,15 @@ def test_source_hook_never_logs_the_dsn(source_conn: str, caplog: pytest.LogCapt
     assert "bank_pg" in caplog.text
 
 
-def test_source_hook_masks_the_password(source_conn: str) -> None:
-    # Private on purpose: in-process runs (dag.test, `airflow dags test`) print task logs unmasked
-    # (checked by hand on Airflow 3.3: the password appears in plain); the supervisor of a real
-    # scheduled run masks with this same masker, which is what is checked here.
-    from airflow.sdk._shared.secrets_masker import redact
-
-    StreambedSourceHook(source_conn).conninfo  # noqa: B018  (resolving registers the masks)
-    assert "s3cr3t-pw" not in str(redact("password is s3cr3t-pw"))
+def test_source_hook_registers_the_password_and_dsn_with_the_masker(
+    source_conn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a real scheduled run logs is read in tests/integration/airflow/test_ui_real_airflow.py;
+    # this checks that the hook hands both secrets to Airflow's (public) mask_secret.
+    registered: list[str] = []
+    monkeypatch.setattr(source_module, "mask_secret", registered.append)
+    conninfo = StreambedSourceHook(source_conn).conninfo
+    assert registered == ["s3cr3t-pw", conninfo]
 
 
 def test_provider_attributes() -> None:
