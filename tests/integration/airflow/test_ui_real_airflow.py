@@ -267,6 +267,7 @@ def test_a_failed_refresh_cleared_in_the_ui_publishes_its_pinned_watermark(
     assert pinned is not None and ledger.cut_for_run(GROUP, run_key) is None
     assert Lsn.parse(deployment.xcom(run_id, CAPTURE)["watermark_lsn"]) == pinned.watermark
     move_money_times(deployment.source_dsn, 5, seed=4)  # a capture taken again would pin a later W
+    assert flushed_lsn(deployment.source_dsn) > pinned.watermark
     wait = WebDriverWait(browser, 30)
 
     browser.get(f"{deployment.url}/dags/{DAG_ID}/runs/{run_id}")
@@ -279,6 +280,8 @@ def test_a_failed_refresh_cleared_in_the_ui_publishes_its_pinned_watermark(
     wait.until(ready.invisibility_of_element(dialog))  # closed once the clear request succeeded
 
     deployment.wait_for_run(run_id)
+    capture_logs = deployment.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={CAPTURE}"
+    assert (capture_logs / "attempt=2.log").exists(), "the clear did not run the capture again"
     cuts = [cut for cut in ledger.list_cuts(GROUP) if cut.run_key == run_key]
     assert [cut.watermark for cut in cuts] == [pinned.watermark]
     assert Lsn.parse(deployment.xcom(run_id, CAPTURE)["watermark_lsn"]) == pinned.watermark
