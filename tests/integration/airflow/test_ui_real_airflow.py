@@ -35,11 +35,15 @@ from airflow_provider_streambed.testing.airflow import BIN, airflow_env, compone
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 from tests.integration.airflow.bank import check_cut
 from tests.integration.airflow.browser import ARTIFACTS, chromium, log_in
+from tests.integration.airflow.dags.streambed_ui_mask import LOGGED
 
 pytestmark = pytest.mark.slow
 
 DAG_FILE = Path(__file__).with_name("dags") / "streambed_ui.py"
 DAG_ID, GROUP, CAPTURE = "streambed_ui", "bank_ui", "bank_ui.capture_watermark"
+#: The DAG that logs the source's connection string on purpose (its task log shows the masking).
+MASK_DAG_FILE = DAG_FILE.with_name("streambed_ui_mask.py")
+MASK_DAG_ID, MASK_TASK = "streambed_ui_mask", "log_source_connection"
 ADMIN, ADMIN_PASSWORD = "admin", "admin-pw"
 #: The source role's password: the cluster asks the capture role for it (SCRAM), so a run that
 #: published logged in with it.
@@ -61,9 +65,9 @@ class Deployment:
     home: Path
     logs: Path
 
-    def trigger(self, conf: dict[str, Any] | None = None) -> str:
+    def trigger(self, conf: dict[str, Any] | None = None, dag_id: str = DAG_ID) -> str:
         """Trigger a run through the REST API; its run id."""
-        response = self.api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf or {}})
+        response = self.api.post(f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})
         response.raise_for_status()
         return str(response.json()["dag_run_id"])
 
@@ -73,11 +77,11 @@ class Deployment:
         response.raise_for_status()
         return {run["dag_run_id"] for run in response.json()["dag_runs"]}
 
-    def wait_for_run(self, run_id: str, states: tuple[str, ...] = ("success",)) -> str:
+    def wait_for_run(self, run_id: str, states: tuple[str, ...] = ("success",), dag_id: str = DAG_ID) -> str:
         """Poll the run until it ends; fails (with the logs' tails) unless it ends in one of ``states``."""
         deadline = time.monotonic() + RUN_TIMEOUT
         while time.monotonic() < deadline:
-            response = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")
+            response = self.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
             response.raise_for_status()
             if (state := response.json()["state"]) in ("success", "failed"):
                 if state not in states:
@@ -117,13 +121,14 @@ def log_in_api(url: str) -> httpx.Client:
                         timeout=30)
 
 
-def wait_for_dag(api: httpx.Client) -> None:
-    """Poll until the dag-processor has registered the DAG."""
+def wait_for_dags(api: httpx.Client) -> None:
+    """Poll until the dag-processor has registered both DAGs."""
     deadline = time.monotonic() + RUN_TIMEOUT
-    while api.get(f"/api/v2/dags/{DAG_ID}").status_code != 200:
-        if time.monotonic() > deadline:
-            pytest.fail(f"DAG {DAG_ID} was not registered within {RUN_TIMEOUT:.0f} s")
-        time.sleep(0.5)
+    for dag_id in (DAG_ID, MASK_DAG_ID):
+        while api.get(f"/api/v2/dags/{dag_id}").status_code != 200:
+            if time.monotonic() > deadline:
+                pytest.fail(f"DAG {dag_id} was not registered within {RUN_TIMEOUT:.0f} s")
+            time.sleep(0.5)
 
 
 def deployment_env(env: dict[str, str], port: int, passwords: Path) -> dict[str, str]:
@@ -146,7 +151,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     logs, dags = directory / "logs", directory / "dags"
     logs.mkdir()
     dags.mkdir()
-    shutil.copy(DAG_FILE, dags / DAG_FILE.name)
+    for dag_file in (DAG_FILE, MASK_DAG_FILE):
+        shutil.copy(dag_file, dags / dag_file.name)
     with ThrowawayCluster() as cluster:
         source, metadata = cluster.create_database("bank"), cluster.create_database("airflow")
         load_bank(cluster.dsn(source))
@@ -170,7 +176,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             except RuntimeError as error:
                 pytest.fail(f"{error}\n{tails(sorted(logs.glob('*.log')))}")
             with log_in_api(url) as api:
-                wait_for_dag(api)
+                wait_for_dags(api)
                 airflow = Deployment(url, api, catalog, cluster.dsn(source), Path(env["AIRFLOW_HOME"]), logs)
                 airflow.wait_for_run(airflow.trigger())  # the bootstrap copy
                 yield airflow
@@ -297,3 +303,16 @@ def test_the_source_password_is_in_no_log(deployment: Deployment) -> None:
     assert all("connecting to the source database of connection bank_pg" in path.read_text() for path in captures)
     leaking = [path for path in deployment.log_files() if SOURCE_PASSWORD in path.read_text(errors="replace")]
     assert leaking == [], "the source password is in these logs"
+
+
+def test_the_source_password_is_masked_in_a_task_log(deployment: Deployment) -> None:
+    """A task that logs the source's connection string (its line says so) has the string, the
+    password in it, replaced by ``***`` in its log: the secrets the hook registers are masked by
+    the real scheduler run's log handling."""
+    run_id = deployment.trigger(dag_id=MASK_DAG_ID)
+    deployment.wait_for_run(run_id, dag_id=MASK_DAG_ID)
+    task_logs = deployment.home / "logs" / f"dag_id={MASK_DAG_ID}" / f"run_id={run_id}" / f"task_id={MASK_TASK}"
+    text = "".join(path.read_text(errors="replace") for path in sorted(task_logs.glob("*.log")))
+    logged = [line for line in text.splitlines() if LOGGED in line]
+    assert logged, f"no line of {task_logs} has {LOGGED!r}:\n{text[-2000:]}"
+    assert all("***" in line for line in logged) and SOURCE_PASSWORD not in text
