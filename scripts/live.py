@@ -7,8 +7,9 @@ api-server``, ``scheduler``, ``dag-processor`` and ``triggerer``. The DAG ``stre
 runs in the triggerer: a writer moves money between accounts, the trigger fires on its commits,
 and each run publishes a cut. The script prints the UI's address, then a line per cut with its
 freshness: how long after its commit each transfer became visible in a published cut (p50, p99).
-It stops everything on Ctrl-C or after ``--seconds``, checks the bank invariant on every cut, and
-exits non-zero when a check fails. Logs, the Airflow home and the catalog stay in ``.demo/``.
+When the writer stops it prints where the runs' time went (:mod:`run_phases`: the scheduler, each
+task's start and work). It stops everything on Ctrl-C or after ``--seconds``, checks the bank
+invariant on every cut, and exits non-zero when a check fails. Logs, the Airflow home and the catalog stay in ``.demo/``.
 
 Run: ``.venv/bin/python scripts/live.py [--seconds N] [--port P]``.
 """
@@ -22,6 +23,7 @@ import sys
 import time
 
 from demo import DEMO_DIR, REPO, run_logged
+from run_phases import fetch_phases, summary
 
 from airflow_provider_streambed.catalog import open_with_ledger
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
@@ -105,9 +107,21 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
         except KeyboardInterrupt:
             print("\nstopping")
         journal = writer.stop()
+        print_phases(f"http://127.0.0.1:{port}")
     print(f"writer stopped after {len(journal)} transfers; freshness: {freshness.summary()} "
           "(goal: within a minute; peers publish in 10-60 s)")
     return check(catalog, journal, freshness.last_cut)
+
+
+def print_phases(url: str) -> None:
+    """Where the runs' time went, from the API server (skipped when it does not answer)."""
+    try:
+        phases = fetch_phases(url, DAG_ID)
+    except OSError as error:
+        print(f"where the time of a run goes: the API server did not answer ({error})")
+        return
+    print("where the time of a run goes (seconds; the trigger polls the source every 2 s before its event):")
+    print("\n".join(f"  {line}" for line in summary(phases)) if phases else "  no finished run")
 
 
 def check(catalog: dict[str, str], journal: set[int], cuts: int) -> bool:
