@@ -57,6 +57,14 @@ def facts(ids: np.ndarray, note: str | None = None) -> pa.Table:
     })
 
 
+def sqlite_catalog(work: str) -> tuple[dict[str, str], Ledger]:
+    """The properties of a SQLite catalog with its warehouse under ``work``, and its ledger (created)."""
+    props = {"uri": f"sqlite:///{work}/catalog.db", "warehouse": Path(work, "warehouse").as_uri()}
+    ledger = Ledger(props["uri"])
+    ledger.create()
+    return props, ledger
+
+
 def median_seconds(action: Callable[[], object], repeats: int) -> float:
     """The median wall time of ``action`` over ``repeats`` runs."""
     times = []
@@ -96,9 +104,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-changes-") as work:
-        props = {"uri": f"sqlite:///{work}/catalog.db", "warehouse": Path(work, "warehouse").as_uri()}
-        ledger = Ledger(props["uri"])
-        ledger.create()
+        props, ledger = sqlite_catalog(work)
         print(f"# changes_since over one cut of {FRACTION:.1%} updates, {args.rows:,} rows in {FILES} files "
               f"(median of {args.repeats}; load {os.getloadavg()[0]:.1f})")
         print(f"{'updates':>24} {'changed':>8} {'full read s':>12} {'changes_since s':>16} {'/ full':>8} {'goal':>6}")

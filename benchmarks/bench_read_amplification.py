@@ -28,7 +28,6 @@ import os
 import tempfile
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -42,7 +41,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.testing.spark import local_spark_session
-from benchmarks.bench_changes_since import FILES, facts, median_seconds
+from benchmarks.bench_changes_since import FILES, facts, median_seconds, sqlite_catalog
 from tests.integration.publish.helpers import stage, stage_delta
 
 FRACTIONS, GOAL = (0.0001, 0.001, 0.01), 1.5
@@ -102,9 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     spark = local_spark_session("bench-read-amplification")
     with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
-        props = {"uri": f"sqlite:///{work}/catalog.db", "warehouse": Path(work, "warehouse").as_uri()}
-        ledger = Ledger(props["uri"])
-        ledger.create()
+        props, ledger = sqlite_catalog(work)
         print(f"# full scan after three refreshes ({', '.join(f'{f:.2%}' for f in FRACTIONS)} updates) / "
               f"compacted, {args.rows:,} rows (median of {args.repeats}; load {os.getloadavg()[0]:.1f})")
         print(f"{'updates':>24} {'reader':>10} {'refreshed s':>12} {'compacted s':>12} {'ratio':>7} {'goal':>6}")
