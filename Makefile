@@ -37,9 +37,10 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 # A real local Airflow (api-server, scheduler, dag-processor, triggerer; LocalExecutor, metadata on
-# the throwaway cluster) refreshing the bank's mirrors on each commit: LIVE_SECONDS=300 by default.
+# the throwaway cluster) refreshing the bank's mirrors on each commit: LIVE_SECONDS=300 by default;
+# LIVE_DERIVED=1 adds the derived balances, computed on a Spark Connect server that stays up.
 live: install
-	$(BIN)/python scripts/live.py --seconds $(or $(LIVE_SECONDS),300)
+	$(BIN)/python scripts/live.py --seconds $(or $(LIVE_SECONDS),300) $(if $(LIVE_DERIVED),--derived)
 
 test: install
 	$(BIN)/python -m pytest; status=$$?; \

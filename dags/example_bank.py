@@ -11,6 +11,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember, StreambedRefreshGroup
+from airflow_provider_streambed.examples.bank import BALANCES_SQL
 
 # [START bank_group]
 bank = RefreshGroup(
@@ -21,15 +22,8 @@ bank = RefreshGroup(
     members=[
         Mirror("public.accounts"),
         Mirror("public.transfers"),
-        SqlMember(
-            "balances",
-            "SELECT a.id, a.balance, coalesce(sum(m.amount), 0) AS net_transfers "
-            "FROM accounts a LEFT JOIN ("
-            "  SELECT dst AS id, amount FROM transfers UNION ALL SELECT src, -amount FROM transfers"
-            ") m ON m.id = a.id "  # an equi-join: an OR in the join condition would be a nested loop
-            "GROUP BY a.id, a.balance",
-            sources=["accounts", "transfers"],
-        ),
+        # per account: its balance and the net of its transfers (a GROUP BY over a LEFT JOIN)
+        SqlMember("balances", BALANCES_SQL, sources=["accounts", "transfers"]),
     ],
 )
 # [END bank_group]

@@ -9,40 +9,58 @@ and each run publishes a cut. The script prints the UI's address, then a line pe
 freshness: how long after its commit each transfer became visible in a published cut (p50, p99).
 When the writer stops it prints where the runs' time went (:mod:`run_phases`: the scheduler, each
 task's start and work). It stops everything on Ctrl-C or after ``--seconds``, checks the bank
-invariant on every cut, and exits non-zero when a check fails. Logs, the Airflow home and the catalog stay in ``.demo/``.
+invariant on every cut, and exits non-zero when a check fails. Logs, the Airflow home and the
+catalog stay in ``.demo/``. With ``--derived`` the DAG is ``streambed_bank_events_connect``
+(``dags/example_bank_events_connect.py``): the derived ``balances`` too, computed on a Spark
+Connect server that the script starts first and that stays up between runs.
 
-Run: ``.venv/bin/python scripts/live.py [--seconds N] [--port P]``.
+Run: ``.venv/bin/python scripts/live.py [--seconds N] [--port P] [--derived]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 from demo import DEMO_DIR, REPO, run_logged
 from run_phases import fetch_phases, summary
 
 from airflow_provider_streambed.catalog import open_with_ledger
+from airflow_provider_streambed.connect_server import ConnectServer
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
 from airflow_provider_streambed.exceptions import CutNotFoundError
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.testing.airflow import BIN, airflow_env, components, server_env, wait_until_healthy
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 
-DAG_ID = "streambed_bank_events"
-DAG_FILE = "example_bank_events.py"
-GROUP = "bank_live"
+
+@dataclass(frozen=True)
+class Example:
+    """The example DAG the demo runs: its file in ``dags/``, its id and its group."""
+
+    dag_file: str
+    dag_id: str
+    group: str
+
+
+#: The bank's mirrors (no Spark), and with ``--derived`` its ``balances`` too, on a Spark Connect server.
+MIRRORS = Example("example_bank_events.py", "streambed_bank_events", "bank_live")
+DERIVED = Example("example_bank_events_connect.py", "streambed_bank_events_connect", "bank_fresh")
 
 
 class Freshness:
     """Commit -> visible latency of the writer's transfers, as cuts are published."""
 
-    def __init__(self, writer: Writer, catalog: dict[str, str]) -> None:
+    def __init__(self, writer: Writer, catalog: dict[str, str], group: str) -> None:
         self.writer = writer
-        self.reader = CutReader(catalog, GROUP)
+        self.reader = CutReader(catalog, group)
         self.latencies: list[float] = []
         self.visible: set[int] = set()
         self.last_cut = 0
@@ -72,7 +90,7 @@ class Freshness:
         return f"p50 {statistics.median(self.latencies):.1f} s, p99 {cuts[98]:.1f} s over {len(self.latencies)}"
 
 
-def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
+def run_live(cluster: ThrowawayCluster, seconds: float, port: int, example: Example) -> bool:
     """Everything after the cluster started; True when Airflow came up and every cut passed."""
     dbname, metadata = cluster.create_database("bank"), cluster.create_database("airflow")
     dsn = cluster.dsn(dbname)
@@ -80,7 +98,7 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
     catalog = {"uri": f"sqlite:///{DEMO_DIR / 'catalog.db'}", "warehouse": (DEMO_DIR / "warehouse").as_uri()}
     dags = DEMO_DIR / "dags"  # this DAG alone, active from its first parse (its Asset's watcher with it)
     dags.mkdir()
-    shutil.copy(REPO / "dags" / DAG_FILE, dags / DAG_FILE)
+    shutil.copy(REPO / "dags" / example.dag_file, dags / example.dag_file)
     env = airflow_env(DEMO_DIR, dags, cluster, dbname, catalog, metadata_db=metadata)
     env.update({**server_env(port), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"})  # a demo: no login
     code, took = run_logged([str(BIN / "airflow"), "db", "migrate"], env, "airflow-db-migrate.log")
@@ -89,8 +107,14 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
         return False
     open_with_ledger(catalog)  # the ledger's tables, before the first run makes them
     writer = Writer(dsn)
-    freshness = Freshness(writer, catalog)
-    with components(env, port, DEMO_DIR / "logs") as started:
+    freshness = Freshness(writer, catalog, example.group)
+    with ExitStack() as stack:
+        if example is DERIVED:  # a server that stays up between runs: no run starts a JVM
+            url = stack.enter_context(connect_server())
+            print(f"Spark Connect server: {url} (connection spark_connect)")
+            env["AIRFLOW_CONN_SPARK_CONNECT"] = json.dumps(
+                {"conn_type": "spark_connect", "host": "localhost", "port": int(url.rsplit(":", 1)[1])})
+        started = stack.enter_context(components(env, port, DEMO_DIR / "logs"))
         try:
             wait_until_healthy(f"http://127.0.0.1:{port}", started)
         except RuntimeError as error:
@@ -107,16 +131,26 @@ def run_live(cluster: ThrowawayCluster, seconds: float, port: int) -> bool:
         except KeyboardInterrupt:
             print("\nstopping")
         journal = writer.stop()
-        print_phases(f"http://127.0.0.1:{port}")
+        print_phases(f"http://127.0.0.1:{port}", example.dag_id)
     print(f"writer stopped after {len(journal)} transfers; freshness: {freshness.summary()} "
           "(goal: within a minute; peers publish in 10-60 s)")
-    return check(catalog, journal, freshness.last_cut)
+    return check(catalog, example.group, journal, freshness.last_cut)
 
 
-def print_phases(url: str) -> None:
+@contextmanager
+def connect_server() -> Iterator[str]:
+    """A Spark Connect server (``local[2]``) on a free port, logging under ``.demo/``; its URL."""
+    server = ConnectServer(port=free_port(), state_dir=DEMO_DIR / "spark-connect")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def print_phases(url: str, dag_id: str) -> None:
     """Where the runs' time went, from the API server (skipped when it does not answer)."""
     try:
-        phases = fetch_phases(url, DAG_ID)
+        phases = fetch_phases(url, dag_id)
     except OSError as error:
         print(f"where the time of a run goes: the API server did not answer ({error})")
         return
@@ -124,13 +158,13 @@ def print_phases(url: str) -> None:
     print("\n".join(f"  {line}" for line in summary(phases)) if phases else "  no finished run")
 
 
-def check(catalog: dict[str, str], journal: set[int], cuts: int) -> bool:
+def check(catalog: dict[str, str], group: str, journal: set[int], cuts: int) -> bool:
     """The bank invariant on every cut; True when there is at least one cut and all pass."""
     if not cuts:
         print("FAIL: no cut was published")
         return False
     ok = True
-    for cut in CutReader(catalog, GROUP).list():
+    for cut in CutReader(catalog, group).list():
         problems, ids = cut_problems(cut, journal)
         ok = ok and not problems
         print(f"{'OK  ' if not problems else 'FAIL'} cut {cut.cut_id}  W={cut.watermark}  transfers={len(ids)}"
@@ -143,12 +177,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300, help="how long the writer runs (default 300)")
     parser.add_argument("--port", type=int, default=0, help="the api-server's port (default: a free one)")
+    parser.add_argument("--derived", action="store_true",
+                        help="also the derived balances, on a Spark Connect server that stays up")
     arguments = parser.parse_args()
     shutil.rmtree(DEMO_DIR, ignore_errors=True)
     (DEMO_DIR / "logs").mkdir(parents=True)
     with ThrowawayCluster() as cluster:
         print(f"throwaway PostgreSQL cluster on 127.0.0.1:{cluster.port} (wal_level=logical)")
-        ok = run_live(cluster, arguments.seconds, arguments.port or free_port())
+        ok = run_live(cluster, arguments.seconds, arguments.port or free_port(),
+                      DERIVED if arguments.derived else MIRRORS)
     print(f"live demo {'passed' if ok else 'FAILED'}; cluster removed; Airflow home and logs in {DEMO_DIR}")
     return 0 if ok else 1
 

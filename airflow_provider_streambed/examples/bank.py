@@ -25,6 +25,17 @@ CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
 CREATE TABLE transfers (id bigserial PRIMARY KEY, src int NOT NULL, dst int NOT NULL, amount bigint NOT NULL);
 INSERT INTO accounts SELECT g, {INITIAL_BALANCE} FROM generate_series(1, {ACCOUNTS}) g;
 """
+# [START balances_sql]
+#: The query of the examples' derived ``balances`` member over the mirrored ``accounts`` and
+#: ``transfers``: each account's balance and the net of its transfers.
+BALANCES_SQL = (
+    "SELECT a.id, a.balance, coalesce(sum(m.amount), 0) AS net_transfers "
+    "FROM accounts a LEFT JOIN ("
+    "  SELECT dst AS id, amount FROM transfers UNION ALL SELECT src, -amount FROM transfers"
+    ") m ON m.id = a.id "  # an equi-join: an OR in the join condition would be a nested loop
+    "GROUP BY a.id, a.balance"
+)
+# [END balances_sql]
 
 
 def load_bank(dsn: str) -> None:

@@ -109,7 +109,8 @@ def test_example_dags_import_without_errors() -> None:
 
     bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
-    assert {"streambed_bank", "streambed_bank_senders", "streambed_bank_events"} <= set(bag.dags)
+    assert {"streambed_bank", "streambed_bank_senders", "streambed_bank_events", "streambed_bank_events_connect"} \
+        <= set(bag.dags)
 
 
 def test_parsing_a_dag_imports_no_spark_and_no_duckdb() -> None:
