@@ -13,8 +13,11 @@ transfers it holds are read with ``CutReader``: a transfer's latency is from its
 moment its cut was read. Then the writer stops and the source stays quiet for
 ``--quiet-seconds`` (while ``--noise`` transactions a second commit in another database of the
 cluster): the runs the trigger starts meanwhile are counted (goal 0). Airflow's own
-scheduling and task start are not in these figures (no scheduler runs here). Prints percentiles
-beside the goals; no assertion on time.
+scheduling and task start are not in these figures (no scheduler runs here): the same benchmark
+in a real Airflow (api-server, scheduler, dag-processor, triggerer, LocalExecutor) is
+``scripts/live.py --rate 5 --seconds 300 --quiet-seconds 300`` (``make live``; ``--derived`` for
+the derived ``balances`` on a Spark Connect server), which also prints where a run's time goes.
+Prints percentiles beside the goals; no assertion on time.
 
     .venv/bin/python benchmarks/bench_freshness.py [--seconds 300] [--rate 5] [--noise 1]
         [--driver trigger|deferrable|loop] [--start-gap 3]

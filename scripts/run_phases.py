@@ -4,7 +4,7 @@ Per DAG run, from its asset events, the run and its task instances: the schedule
 run's first event -> run queued, which holds the wait for the run before it under
 ``max_active_runs=1``; run queued -> first task queued; a task's end -> the next one queued), each
 task's start (queued -> running: the executor and the task's process starting) and each task's
-work (running -> done). :func:`run_phases` is pure; :func:`fetch_phases` reads the API.
+work (running -> done). :func:`run_phases` is pure; :class:`Api` reads the API.
 """
 
 from __future__ import annotations
@@ -77,16 +77,36 @@ def summary(phases: Mapping[str, list[float]]) -> list[str]:
     return lines
 
 
-def fetch_phases(url: str, dag_id: str) -> dict[str, list[float]]:
-    """:func:`run_phases` of ``dag_id``'s runs, read from the API server at ``url`` (the simple auth
-    manager with every user an admin, as ``make live`` runs it)."""
-    def get(path: str, token: str | None = None) -> Any:
-        request = urllib.request.Request(f"{url}{path}", headers={"Authorization": f"Bearer {token}"} if token else {})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.load(response)
+class Api:
+    """Airflow's REST API at ``url``, with the simple auth manager's token for a deployment whose
+    every user is an admin (as ``make live`` runs it)."""
 
-    token = get("/auth/token")["access_token"]
-    runs = get(f"/api/v2/dags/{dag_id}/dagRuns?limit=1000", token)["dag_runs"]
-    instances = get(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances?limit=1000", token)["task_instances"]
-    events = get("/api/v2/assets/events?limit=1000", token)["asset_events"]
-    return run_phases(runs, instances, events)
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.token = self.get("/auth/token", authorized=False)["access_token"]
+
+    def get(self, path: str, authorized: bool = True) -> Any:
+        """The JSON body of a GET of ``path``."""
+        headers = {"Authorization": f"Bearer {self.token}"} if authorized else {}
+        with urllib.request.urlopen(urllib.request.Request(f"{self.url}{path}", headers=headers), timeout=30) as got:
+            return json.load(got)
+
+    def listed(self, path: str, key: str) -> list[Record]:
+        """Every item of a list endpoint (``key`` in its body), page by page: the API server gives
+        at most ``[api] maximum_page_limit`` (100) items a page."""
+        items: list[Record] = []
+        while True:
+            page = self.get(f"{path}{'&' if '?' in path else '?'}limit=100&offset={len(items)}")
+            items += page[key]
+            if not page[key] or len(items) >= page["total_entries"]:
+                return items
+
+    def runs(self, dag_id: str) -> list[Record]:
+        """The DAG's runs."""
+        return self.listed(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs")
+
+    def phases(self, dag_id: str) -> dict[str, list[float]]:
+        """:func:`run_phases` of the DAG's runs."""
+        instances = self.listed(f"/api/v2/dags/{dag_id}/dagRuns/~/taskInstances", "task_instances")
+        events = self.listed("/api/v2/assets/events", "asset_events")
+        return run_phases(self.runs(dag_id), instances, events)

@@ -59,12 +59,14 @@ def move_money(conn: psycopg.Connection[Any], rng: random.Random) -> int:
 
 
 class Writer(threading.Thread):
-    """Moves money every few milliseconds until stopped; ``journal`` holds every committed transfer
-    id, ``committed_at`` the time (``time.monotonic()``) each committed."""
+    """Moves money every ``pause`` seconds (default every few milliseconds) until stopped;
+    ``journal`` holds every committed transfer id, ``committed_at`` the time
+    (``time.monotonic()``) each committed."""
 
-    def __init__(self, dsn: str, seed: int = 7) -> None:
+    def __init__(self, dsn: str, seed: int = 7, pause: float = 0.005) -> None:
         super().__init__(daemon=True)
         self.dsn = dsn
+        self.pause = pause
         self.rng = random.Random(seed)
         self.journal: list[int] = []
         self.committed_at: dict[int, float] = {}
@@ -79,7 +81,7 @@ class Writer(threading.Thread):
                     transfer = move_money(conn, self.rng)
                     self.committed_at[transfer] = time.monotonic()
                     self.journal.append(transfer)
-                    self.stopping.wait(0.005)
+                    self.stopping.wait(self.pause)
         except BaseException as error:  # reported by stop()
             self.error = error
 
