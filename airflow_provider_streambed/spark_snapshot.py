@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.staging import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
@@ -72,7 +73,10 @@ class SnapshotScan:
         self.files = files
         self._names = file_names(files.data) if files.deletes else {}
         self._data, self._deletes = files.readable()  # local copies of files Spark cannot reach
-        self._sizes = _sizes(self._data) if files.deletes else ()
+        # Where Spark reads the files in place on an object store, their sizes and the deletes'
+        # file names are not read from here (no credentials): every file is probed, found by name.
+        self._local = all(storage.scheme_of(uri) in storage.LOCAL_SCHEMES for uri in (*self._data, *self._deletes))
+        self._sizes = _sizes(self._data) if files.deletes and self._local else None
         self._columns = columns
         self._frame = read_as(spark.read, columns).parquet(*self._data)
 
@@ -83,7 +87,7 @@ class SnapshotScan:
 
     def data_bytes(self) -> int:
         """The size of the data files (one metadata request per file)."""
-        return sum(self._sizes or _sizes(self._data))
+        return sum(self._sizes if self._sizes is not None else _sizes(self._data))
 
     def rows(self, columns: list[str] | None = None, positions: bool = False) -> DataFrame:
         """Live rows (``columns``, default all), with ``_row_file`` and ``_row_pos`` when ``positions``."""
@@ -94,7 +98,7 @@ class SnapshotScan:
         if not self.files.deletes:
             return self._frame.select(*selected)
         names = list(self._names)
-        probed = _named_files(self._deletes) & set(names)
+        probed = _named_files(self._deletes) & set(names) if self._local else set(names)
         if not probed:
             return self._frame.select(*selected)
         frame = self._frame.select(*selected, row_key(names, self._sizes, probed).alias(ROW_KEY))
@@ -116,21 +120,24 @@ class SnapshotScan:
         return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS)))
 
 
-def row_key(names: list[str], sizes: tuple[int, ...], probed: set[str]) -> Column:
+def row_key(names: list[str], sizes: tuple[int, ...] | None, probed: set[str]) -> Column:
     """Each row's file ordinal (its index in ``names``) shifted past :data:`POSITION_BITS`, plus
     its position: one ``long`` per row of the files named in ``probed``, NULL for the other files'
-    rows (no delete names them: a join skips a NULL key). ``sizes``: the files' sizes in bytes.
+    rows (no delete names them: a join skips a NULL key). ``sizes``: the files' sizes in bytes,
+    when known.
 
     Spark keeps a file's size and name in ``_metadata`` as per-file constants; the ordinal is
     found by size, a ``long`` compare, where no other file in the scan has the same size, and by
-    size and name where one has. Larger files are tried first: they hold most rows.
+    name where one has or the sizes are not known. Larger files are tried first: they hold most rows.
     """
-    shared = {size for size, count in Counter(sizes).items() if count > 1}
+    shared = {size for size, count in Counter(sizes).items() if count > 1} if sizes is not None else set()
+    probed_at = [at for at, name in enumerate(names) if name in probed]
     tests = []
-    for index in sorted((at for at, name in enumerate(names) if name in probed), key=lambda at: -sizes[at]):
-        test = F.col("_metadata.file_size") == sizes[index]
-        if sizes[index] in shared:
-            test = test & (F.col("_metadata.file_name") == names[index])
+    for index in sorted(probed_at, key=lambda at: -sizes[at]) if sizes is not None else probed_at:
+        if sizes is None or sizes[index] in shared:
+            test = F.col("_metadata.file_name") == names[index]
+        else:
+            test = F.col("_metadata.file_size") == sizes[index]
         tests.append((test, index))
     return F.shiftleft(_first_match(tests), POSITION_BITS) + F.col("_metadata.row_index")
 

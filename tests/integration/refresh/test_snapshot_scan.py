@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
+from airflow_provider_streambed.spark_snapshot import POSITION_BITS, ROW_FILE, ROW_POS, SnapshotScan, row_key
 from airflow_provider_streambed.staging import DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
 
 pytestmark = pytest.mark.slow
@@ -63,3 +63,14 @@ def test_a_scan_without_deletes_reads_every_row(spark: SparkSession, tmp_path: P
     scan = SnapshotScan(spark, SnapshotFiles(files))
     assert sorted((row.tag, row.id) for row in scan.rows().collect()) == [(tag, i) for tag in "ab" for i in range(10)]
     assert {row[ROW_FILE] for row in scan.rows(positions=True).collect()} == {"part-0.parquet", "part-1.parquet"}
+
+
+def test_row_keys_found_by_name_where_sizes_are_not_known(spark: SparkSession, tmp_path: Path) -> None:
+    """Files Spark reads in place on an object store: no sizes, every file found by its name."""
+    files = [data_file(tmp_path / f"part-{n}.parquet", "ab"[n], 3) for n in range(2)]
+    names = [Path(uri).name for uri in files]
+    keys = spark.read.parquet(*files).select("tag", "id", row_key(names, None, set(names)).alias("key")).collect()
+    assert sorted((row.tag, row.id, row.key) for row in keys) == [
+        (tag, i, (ordinal << POSITION_BITS) + i) for ordinal, tag in enumerate("ab") for i in range(3)]
+    only_b = spark.read.parquet(*files).select("tag", row_key(names, None, {names[1]}).alias("key")).collect()
+    assert {row.tag for row in only_b if row.key is None} == {"a"}
