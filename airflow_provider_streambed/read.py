@@ -20,6 +20,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import StaticTable, Table
 
 from airflow_provider_streambed import storage
+from airflow_provider_streambed.arrow_snapshot import read_snapshot
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files, snapshot_columns
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
@@ -131,8 +132,8 @@ class Cut:
         return self.table(name).schema().as_arrow()
 
     def to_arrow(self, name: str) -> pa.Table:
-        """Member ``name``'s rows at this cut."""
-        return self.table(name).scan(snapshot_id=self.member(name).snapshot_id).to_arrow()
+        """Member ``name``'s rows at this cut (:func:`~airflow_provider_streambed.arrow_snapshot.read_snapshot`)."""
+        return read_snapshot(self.table(name), self.member(name).snapshot_id)
 
     def changes_since(self, earlier: Cut, ledger: Ledger | None = None) -> dict[str, MemberChanges]:
         """Per member of this cut, the rows removed and added since cut ``earlier`` of the same group:
