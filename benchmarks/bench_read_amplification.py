@@ -5,10 +5,11 @@ A mirror of ``--rows`` rows (id, group, amount, text, timestamp; 8 Parquet files
 published as cut 1 on a SQLite catalog; cuts 2-4 are merge-on-read refreshes of 0.01 %, 0.1 % and
 1 % updated keys (each a data file of new images and a position-delete file over the base files,
 as the mirror refresh publishes them); cut 5 holds the same rows compacted (one whole write). Each
-reader scans cut 4 and cut 5 whole (every row, all columns through pyiceberg; ``count(*)`` and
+reader scans cut 4 and cut 5 whole (every row, all columns through Arrow; ``count(*)`` and
 ``sum(amount)`` through DuckDB and Spark), median of ``--repeats``, side by side:
 
-- pyiceberg: ``Cut.to_arrow`` (deletes applied per file);
+- ``Cut.to_arrow`` (:mod:`~airflow_provider_streambed.arrow_snapshot`: pyiceberg's reader per
+  file, the deletes applied by a mask), and pyiceberg's own ``scan(...).to_arrow()`` beside it;
 - DuckDB: ``Cut.to_duckdb`` (its iceberg extension's ``iceberg_scan``);
 - Spark: ``Cut.to_spark`` (:class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`, in
   a warm ``local[2]`` session); the same scan serves the refresh's own reads and derived members.
@@ -91,7 +92,11 @@ def scanners(spark: SparkSession) -> dict[str, Callable[[Cut], object]]:
     def with_spark(cut: Cut) -> object:
         return cut.to_spark(spark)["facts"].agg(F.count("*"), F.sum("amount")).collect()
 
-    return {"pyiceberg": lambda cut: cut.to_arrow("facts"), "DuckDB": with_duckdb, "Spark": with_spark}
+    def with_pyiceberg(cut: Cut) -> object:
+        return cut.table("facts").scan(snapshot_id=cut.member("facts").snapshot_id).to_arrow()
+
+    return {"Cut.to_arrow": lambda cut: cut.to_arrow("facts"), "pyiceberg": with_pyiceberg, "DuckDB": with_duckdb,
+            "Spark": with_spark}
 
 
 def main() -> None:
@@ -104,7 +109,7 @@ def main() -> None:
         props, ledger = sqlite_catalog(work)
         print(f"# full scan after three refreshes ({', '.join(f'{f:.2%}' for f in FRACTIONS)} updates) / "
               f"compacted, {args.rows:,} rows (median of {args.repeats}; load {os.getloadavg()[0]:.1f})")
-        print(f"{'updates':>24} {'reader':>10} {'refreshed s':>12} {'compacted s':>12} {'ratio':>7} {'goal':>6}")
+        print(f"{'updates':>24} {'reader':>12} {'refreshed s':>12} {'compacted s':>12} {'ratio':>7} {'goal':>6}")
         for run, hot in enumerate((False, True)):
             refreshed, compacted = publish_cuts(props, ledger, args.rows, hot, run)
             label = "hot (newest 2 % of keys)" if hot else "random keys"
@@ -112,7 +117,7 @@ def main() -> None:
                 scan(refreshed), scan(compacted)  # warm: the first read of a plan compiles it
                 before = median_seconds(partial(scan, refreshed), args.repeats)
                 after = median_seconds(partial(scan, compacted), args.repeats)
-                print(f"{label:>24} {reader:>10} {before:>12.2f} {after:>12.2f} {before / after:>6.1f}x "
+                print(f"{label:>24} {reader:>12} {before:>12.2f} {after:>12.2f} {before / after:>6.1f}x "
                       f"{GOAL:>5.1f}x", flush=True)
     spark.stop()
 
