@@ -106,9 +106,10 @@ class SqlMember:
         query: a Spark SQL ``SELECT`` whose table names are member names of the group.
         sources: the members the query reads.
         incremental: maintain the member from its previous output when its query is a ``GROUP
-            BY`` over one source with ``COUNT``, ``SUM``, ``AVG``, ``MIN`` and ``MAX``: a run
-            recomputes only the groups its source's changes touched (any other query, or a run
-            that touched most groups, computes it whole; the refresh log says why).
+            BY`` with ``COUNT``, ``SUM``, ``AVG``, ``MIN`` and ``MAX`` over one source or over
+            inner joins of sources on their keys: a run recomputes only the groups its sources'
+            changes touched (any other query, or a run that touched most groups, computes it
+            whole; the refresh log says why).
     """
 
     name: str

@@ -52,12 +52,15 @@ class SourceState:
         staged: its output staged for W (``None``: carried over, unchanged).
         columns: its columns at W when its files may hold older schemas (a mirror).
         reshaped: its columns changed this run (a mirror whose source table's columns changed).
+        key: its declared key: a mirror's primary key or replica identity (empty: none, a keyless
+            or append-only mirror, a derived member).
     """
 
     previous: SnapshotFiles
     staged: MemberManifest | None
     columns: FileColumns | None = None
     reshaped: bool = False
+    key: tuple[str, ...] = ()
 
     @property
     def files(self) -> SnapshotFiles:

@@ -192,15 +192,16 @@ def _source_state(
     capture = captures.get(canonical.lower())
     columns = None if capture is None else FileColumns.of(capture)
     reshaped = capture is not None and capture.reshaped
+    key = spec.previous_key_columns.get(canonical, ()) if capture is None else capture.key_columns
     if canonical in spec.carried:
         if not previous.data:
             raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "
                                "names no files of its previous snapshot")
-        return SourceState(previous, None, columns, reshaped)
+        return SourceState(previous, None, columns, reshaped, key)
     manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
     if manifest is None:
         raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
-    return SourceState(previous, manifest, columns, reshaped)
+    return SourceState(previous, manifest, columns, reshaped, key)
 
 
 def main(argv: Sequence[str]) -> int:

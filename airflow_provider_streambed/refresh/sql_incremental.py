@@ -1,13 +1,17 @@
-"""Incremental SQL members: a ``GROUP BY`` over one source, recomputed for the groups a run touched.
+"""Incremental SQL members: a ``GROUP BY`` over a source or key equi-joins, recomputed for the groups a run touched.
 
-A group's output row depends only on the source rows of that group (:mod:`.sql_shape` checks
-the query is of that class), so the member at W is its previous output less the rows of the
-groups whose source rows changed (a key of a removed or added row), plus the query's result over
-the source rows of those groups only. Every aggregate is then right, ``MIN`` and ``MAX`` of a
-group that lost its extreme included; a touched group that has no rows left has no row in that
-result, so it is gone; keys compare NULL-safe, so a NULL key is a group like any other. The output
-is staged whole, like every derived output: the member's previous output is small beside its
-source, and a whole output keeps publishing and the feed as they are.
+A group's output row depends only on the (joined) source rows of that group (:mod:`.sql_shape`
+checks the query is of that class), so the member at W is its previous output less the rows of
+the groups the run touched, plus the query's result for those groups. The touched groups are
+found by the query itself (:func:`touched_groups`): the groups of the joined rows the run removed
+or added, through every source's changes, a dimension's changed row included (the groups of the
+rows it met before and meets now). The result for those groups is the query over the sources at W
+each read through a semi-join on the touched keys of its own grouping columns (a source without
+any is read whole), kept for the touched keys. Every aggregate is then right, ``MIN`` and ``MAX``
+of a group that lost its extreme included; a touched group that has no rows left has no row in
+that result, so it is gone; keys compare NULL-safe, so a NULL key is a group like any other. The
+output is staged whole, like every derived output: the member's previous output is small beside
+its sources, and a whole output keeps publishing and the feed as they are.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
 from airflow_provider_streambed.refresh.members import bound_query, read_sources, sql_member_frame
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
-from airflow_provider_streambed.staging import JobSpec, MemberManifest
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles
+from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.members import stage_member_output
 
 logger = logging.getLogger(__name__)
@@ -63,25 +68,29 @@ def stage_sql_member(
     where = f"group={group.name} member={member.name} W={spec.watermark}"
     files = {name: source.files for name, source in sources.items()}
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
-    with sql_member_frame(spark, group, member, files, columns) as frame:
-        if not member.incremental:
-            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                                       resynced=resynced)
-        shape = group_by_shape(frame, member.sources)
-        basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources)
-        why = f"not incremental: {basis}" if isinstance(basis, str) or isinstance(shape, str) else \
-            mostly_touched(basis[0], touched_keys(basis[1][shape.source], shape))
-        if why:
-            reason = f"whole: {why}"
+
+    def whole(why: str) -> MemberManifest:
+        reason = f"whole: {why}" if why else ""
+        if reason:
             logger.info("%s: %s", where, reason)
+        with sql_member_frame(spark, group, member, files, columns) as frame:
             return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
                                        reason=reason, resynced=resynced)
-    assert not isinstance(shape, str) and not isinstance(basis, str)
-    reason = f"the groups of {shape.source} its changes touched recomputed, the others kept"
-    logger.info("%s: %s", where, reason)
+
+    if not member.incremental:
+        return whole("")
+    with sql_member_frame(spark, group, member, files, columns) as frame:
+        shape = group_by_shape(frame, {name: source.key for name, source in sources.items()})
+    basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources)
+    if isinstance(basis, str) or isinstance(shape, str):
+        return whole(f"not incremental: {basis}")
     previous, changes = basis
-    with maintained_output(spark, group, member, shape, previous, changes[shape.source],
-                           sources[shape.source]) as output:
+    touched = touched_groups(spark, group, member, shape, changes, sources)
+    if why := mostly_touched(previous, touched):
+        return whole(why)
+    reason = f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept"
+    logger.info("%s: %s", where, reason)
+    with maintained_output(spark, group, member, shape, previous, touched, files, columns) as output:
         return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
                                    reason=reason, resynced=resynced)
 
@@ -95,10 +104,27 @@ def mostly_touched(previous: DataFrame, touched: DataFrame) -> str:
     return ""
 
 
-def touched_keys(changes: Changes, shape: GroupByShape) -> DataFrame:
-    """The distinct grouping values (source columns) of the rows the source lost or gained."""
-    columns = [source for _, source in shape.keys]
-    return changes.removed.select(*columns).unionByName(changes.added.select(*columns)).distinct()
+def touched_groups(
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, changes: Mapping[str, Changes],
+    sources: Mapping[str, SourceState],
+) -> DataFrame:
+    """The distinct output keys of the groups whose joined rows the run changed, held by Spark.
+
+    A joined row the run removed has a component some source removed, its others in the previous
+    cut; one it added has a component some source added, its others at W. So the keys are those
+    of the query over, per source, its removed rows with the other sources as they were, and its
+    added rows with the others at W (over one source: the keys of its removed and added rows).
+    """
+    keys = [key.output for key in shape.keys]
+    columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
+    before = read_sources(spark, {name: source.previous for name, source in sources.items()}, columns)
+    after = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)
+    found = []
+    for name in shape.sources:
+        for rows, others in ((changes[name].removed, before), (changes[name].added, after)):
+            with bound_query(spark, group, member, {**others, name: rows}) as frame:
+                found.append(frame.select(*keys))
+    return functools.reduce(DataFrame.unionByName, found).distinct().localCheckpoint()
 
 
 def in_groups(rows: DataFrame, keys: DataFrame, pairs: Sequence[tuple[str, str]], keep: bool) -> DataFrame:
@@ -113,17 +139,24 @@ def in_groups(rows: DataFrame, keys: DataFrame, pairs: Sequence[tuple[str, str]]
 @contextmanager
 def maintained_output(
     spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, previous: DataFrame,
-    changes: Changes, source: SourceState,
+    touched: DataFrame, files: Mapping[str, SnapshotFiles], columns: Mapping[str, FileColumns],
 ) -> Iterator[DataFrame]:
-    """The member's output at W from its ``previous`` output and its source's ``changes`` (see the
-    module), valid until the block ends (its source view is bound until then)."""
-    touched = touched_keys(changes, shape)
-    rows = read_sources(spark, {shape.source: source.files},
-                        {} if source.columns is None else {shape.source: source.columns})[shape.source]
-    source_keys = [(column, column) for _, column in shape.keys]
-    with bound_query(spark, group, member, {shape.source: in_groups(rows, touched, source_keys, True)}) as recomputed:
-        kept = in_groups(previous, touched, shape.keys, False)
-        yield required_as(kept.unionByName(recomputed), recomputed.schema)
+    """The member's output at W from its ``previous`` output and the keys of the groups its
+    sources' changes ``touched`` (see the module), valid until the block ends (its source views
+    are bound until then)."""
+    restricted = {name: touched_rows(rows, touched, shape, name)
+                  for name, rows in read_sources(spark, files, columns).items()}
+    outputs = [(key.output, key.output) for key in shape.keys]
+    with bound_query(spark, group, member, restricted) as recomputed:
+        kept = in_groups(previous, touched, outputs, False)
+        yield required_as(kept.unionByName(in_groups(recomputed, touched, outputs, True)), recomputed.schema)
+
+
+def touched_rows(rows: DataFrame, touched: DataFrame, shape: GroupByShape, source: str) -> DataFrame:
+    """The ``rows`` of ``source`` that may be in a touched group: those whose grouping columns equal
+    (NULL-safe) a touched key's, or all of them when it gives no grouping column."""
+    pairs = [(key.column, key.output) for key in shape.keys if key.source == source]
+    return in_groups(rows, touched, pairs, True) if pairs else rows
 
 
 def required_as(frame: DataFrame, schema: StructType) -> DataFrame:

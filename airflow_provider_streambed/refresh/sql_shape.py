@@ -1,12 +1,15 @@
-"""Which SQL members are incremental: a ``GROUP BY`` over one source, read from Spark's analyzed plan.
+"""Which SQL members are incremental: a ``GROUP BY`` over a source or key equi-joins, read from Spark's plan.
 
 The query is analysed by Spark itself (the plan of ``spark.sql(query)`` over the bound source
 views), never matched with patterns: the plan's root must be an ``Aggregate`` whose grouping
-expressions are columns of the source and all in the ``SELECT`` list, whose other outputs are
+expressions are columns of the sources and all in the ``SELECT`` list, whose other outputs are
 ``COUNT``, ``SUM``, ``AVG``, ``MIN`` or ``MAX`` (no ``DISTINCT``, no ``FILTER``) of anything, over
-projections and deterministic filters of the one source's rows. Such a member's output row of a
-group depends only on the source rows of that group, so it can be recomputed for the groups a
-run's changes touch and kept for the others. Anything else gets the reason it is not incremental.
+projections and deterministic filters of one source's rows, or of inner joins of such: each join's
+``ON`` a conjunction of equalities of a column of each side that covers the declared key of the
+one source of a side (so a row of the other side meets at most one of its rows), each source read
+once. Such a member's output row of a group depends only on the joined rows of that group, so it
+can be recomputed for the groups a run's changes touch and kept for the others. Anything else gets
+the reason it is not incremental.
 
 PySpark has no public API to a DataFrame's analyzed plan: :func:`analyzed_plan` is the one place
 that reaches it (``DataFrame._jdf``, classic sessions only; on Spark Connect every SQL member is
@@ -15,8 +18,9 @@ computed whole), tested against the installed Spark in ``tests/integration/refre
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame
 
@@ -32,17 +36,25 @@ NODE_REASONS = {
 }
 
 
+class GroupKey(NamedTuple):
+    """A grouping column: its name in the output, the source it comes from and its column there."""
+
+    output: str
+    source: str
+    column: str
+
+
 @dataclass(frozen=True, slots=True)
 class GroupByShape:
-    """An incremental SQL member's query: a ``GROUP BY`` over ``source``.
+    """An incremental SQL member's query: a ``GROUP BY`` over ``sources`` (one, or their key equi-joins).
 
     Attributes:
-        source: the source member it reads.
-        keys: per grouping column, its name in the output and in the source.
+        sources: the source members it reads, each once.
+        keys: its grouping columns.
     """
 
-    source: str
-    keys: tuple[tuple[str, str], ...]
+    sources: tuple[str, ...]
+    keys: tuple[GroupKey, ...]
 
 
 def analyzed_plan(frame: DataFrame) -> Any | None:
@@ -60,44 +72,56 @@ def _kind(node: Any) -> str:
     return str(node.getClass().getSimpleName())
 
 
-def group_by_shape(frame: DataFrame, sources: tuple[str, ...]) -> GroupByShape | str:
-    """The query's shape if it is a ``GROUP BY`` over its one source (see the module), else why not."""
-    if len(sources) != 1:
-        return f"it reads {len(sources)} sources (a GROUP BY over one source is incremental)"
+def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> GroupByShape | str:
+    """The query's shape if it is a ``GROUP BY`` over its sources (see the module), else why not.
+
+    Args:
+        frame: the query over its sources bound as views of their names.
+        sources: per source the query reads, its declared key (a mirror's primary key or replica
+            identity; empty: none).
+    """
     plan = analyzed_plan(frame)
     if plan is None:
         return "its plan cannot be read on Spark Connect"
     if plan.nodeName() != "Aggregate":
         return _reason_below(plan) or ("HAVING" if plan.nodeName() == "Filter" else "its result is not a GROUP BY")
-    relation = _source_relation(plan.child(), sources[0])
-    if isinstance(relation, str):
-        return relation
-    grouping = _grouping_columns(plan, relation)
+    relations = _source_relations(plan.child(), {name.lower(): (name, key) for name, key in sources.items()})
+    if isinstance(relations, str):
+        return relations
+    if unread := [name for name in sources if name not in relations]:
+        return f"its query does not read its source {unread[0]!r}"
+    grouping = _grouping_columns(plan, relations)
     if isinstance(grouping, str):
         return grouping
     keys = []
     for output in _items(plan.aggregateExpressions()):
         inner = output.child() if _kind(output) == "Alias" else output
         if _kind(inner) == "AttributeReference" and int(inner.exprId().id()) in grouping:
-            keys.append((str(output.name()), grouping[int(inner.exprId().id())]))
+            keys.append(GroupKey(str(output.name()), *grouping[int(inner.exprId().id())]))
         elif (reason := _aggregate_reason(inner)) is not None:
             return reason
-    if {source for _, source in keys} != set(grouping.values()):
+    if {(key.source, key.column) for key in keys} != set(grouping.values()):
         return "a GROUP BY column is not in its SELECT list"
-    return GroupByShape(sources[0], tuple(keys))
+    return GroupByShape(tuple(relations), tuple(keys))
 
 
-def _grouping_columns(plan: Any, relation: Any) -> dict[int, str] | str:
-    """The ``Aggregate``'s grouping columns (expression id -> source column), or why they are not
-    all columns of the source ``relation``."""
+def _columns(relations: Mapping[str, Any]) -> dict[int, tuple[str, str]]:
+    """The columns of the source ``relations``: expression id -> (source, column)."""
+    return {int(attribute.exprId().id()): (name, str(attribute.name()))
+            for name, relation in relations.items() for attribute in _items(relation.output())}
+
+
+def _grouping_columns(plan: Any, relations: Mapping[str, Any]) -> dict[int, tuple[str, str]] | str:
+    """The ``Aggregate``'s grouping columns (expression id -> source and column), or why they are
+    not all columns of the source ``relations``."""
     expressions = _items(plan.groupingExpressions())
     if not expressions:
         return "an aggregate without GROUP BY"
-    columns = {int(attribute.exprId().id()): str(attribute.name()) for attribute in _items(relation.output())}
-    grouping: dict[int, str] = {}
+    columns = _columns(relations)
+    grouping: dict[int, tuple[str, str]] = {}
     for expression in expressions:
         if _kind(expression) != "AttributeReference" or int(expression.exprId().id()) not in columns:
-            return "it groups by an expression that is not a column of its source"
+            return "it groups by an expression that is not a column of its sources"
         grouping[int(expression.exprId().id())] = columns[int(expression.exprId().id())]
     return grouping
 
@@ -114,11 +138,14 @@ def _aggregate_reason(expression: Any) -> str | None:
     return None
 
 
-def _source_relation(node: Any, source: str) -> Any:
-    """The source's relation under ``node`` through row-local nodes (derived tables' aliases
-    included), or why the path is not row-local."""
-    while node.nodeName() != "SubqueryAlias" or str(node.alias()).lower() != source.lower():
+def _source_relations(node: Any, sources: Mapping[str, tuple[str, tuple[str, ...]]]) -> dict[str, Any] | str:
+    """The relations of the sources under ``node`` (by source name; ``sources``: by lower-cased
+    name, the name and its key) through row-local nodes (derived tables' aliases included) and key
+    equi-joins, or why the path is not one of those."""
+    while node.nodeName() != "SubqueryAlias" or str(node.alias()).lower() not in sources:
         name = str(node.nodeName())
+        if name == "Join":
+            return _joined_relations(node, sources)
         if name not in ROW_LOCAL and name != "SubqueryAlias":
             return NODE_REASONS.get(name, f"a {name} in its plan")
         if _items(node.subqueries()):
@@ -126,7 +153,56 @@ def _source_relation(node: Any, source: str) -> Any:
         if not all(expression.deterministic() for expression in _items(node.expressions())):
             return "a non-deterministic expression"
         node = node.child()
-    return node
+    return {sources[str(node.alias()).lower()][0]: node}
+
+
+def _joined_relations(join: Any, sources: Mapping[str, tuple[str, tuple[str, ...]]]) -> dict[str, Any] | str:
+    """The source relations of both sides of ``join``, or why it is not an inner join whose ``ON``
+    equates the key of one side's only source to columns of the other side."""
+    if str(join.joinType().sql()) != "INNER":
+        return f"a {str(join.joinType().sql()).lower()} join"
+    sides = [_source_relations(side, sources) for side in (join.left(), join.right())]
+    for side in sides:
+        if isinstance(side, str):
+            return side
+    left, right = sides
+    assert not isinstance(left, str) and not isinstance(right, str)
+    if both := set(left) & set(right):
+        return f"a self-join of {sorted(both)[0]}"
+    pairs = _equated(join)
+    if isinstance(pairs, str):
+        return pairs
+    for relations, ids in ((right, {right_id for _, right_id in pairs}), (left, {left_id for left_id, _ in pairs})):
+        if len(relations) == 1:
+            columns = _columns(relations)
+            name = next(iter(relations))
+            key = {(name, column) for column in sources[name.lower()][1]}
+            if key and key <= {columns[i] for i in ids if i in columns}:
+                return {**left, **right}
+    return f"a join not on the key of {' or '.join(name for name in (*right, *left))}"
+
+
+def _equated(join: Any) -> list[tuple[int, int]] | str:
+    """The columns (expression ids) of the left and right side that ``join``'s condition equates,
+    or why it is not a conjunction of equalities of a column of each side."""
+    if not join.condition().isDefined():
+        return "a join without ON (a cross join)"
+    left, right = ({int(column.exprId().id()) for column in _items(side.output())}
+                   for side in (join.left(), join.right()))
+    pending, pairs = [join.condition().get()], []
+    while pending:
+        condition = pending.pop()
+        if _kind(condition) == "And":
+            pending += [condition.left(), condition.right()]
+            continue
+        operands = [condition.left(), condition.right()] if _kind(condition) == "EqualTo" else []
+        ids = [int(operand.exprId().id()) for operand in operands if _kind(operand) == "AttributeReference"]
+        if len(ids) == 2 and ids[0] in right and ids[1] in left:
+            ids.reverse()
+        if len(ids) != 2 or ids[0] not in left or ids[1] not in right:
+            return f"a join on something else than equal columns ({condition.sql()})"
+        pairs.append((ids[0], ids[1]))
+    return pairs
 
 
 def _reason_below(plan: Any) -> str | None:

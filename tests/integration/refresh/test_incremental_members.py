@@ -24,7 +24,7 @@ from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh import sql_incremental
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
 from tests.integration.refresh.cuts import cuts_of
-from tests.integration.refresh.workloads import SCHEMA, workload
+from tests.integration.refresh.workloads import JOIN_SCHEMA, SCHEMA, join_workload, workload
 
 pytestmark = pytest.mark.slow
 
@@ -90,6 +90,44 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     for name in ("owners", "owner_stats"):
         assert "whole: not incremental: its source 'accounts' changed its columns" in reasons[name], reasons[name]
     assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
+
+
+REGIONS = ("SELECT b.region, COUNT(*) AS n, COUNT(p.amount) AS counted, SUM(p.amount) AS total, "
+           "AVG(p.amount) AS mean, MIN(p.amount) AS low, MAX(p.amount) AS high "
+           "FROM payments p JOIN branches b ON p.branch = b.id WHERE b.active GROUP BY b.region")
+REGION_KINDS = ("SELECT kind, b.region AS region, COUNT(*) AS n, SUM(amount) AS total "
+                "FROM branches b JOIN (SELECT * FROM payments WHERE amount > 3) p ON b.id = p.branch "
+                "GROUP BY p.kind, b.region")
+JOINS = RefreshGroup("joins", "src", "cat", "joins", (
+    Mirror("public.branches", compact_deleted_ratio=100.0),
+    Mirror("public.payments", compact_deleted_ratio=100.0),
+    SqlMember("regions", REGIONS, sources=["payments", "branches"], incremental=True),
+    SqlMember("regions_whole", f"SELECT * FROM ({REGIONS}) t", sources=["payments", "branches"]),
+    SqlMember("region_kinds", REGION_KINDS, sources=["branches", "payments"], incremental=True),
+    SqlMember("region_kinds_whole", f"SELECT * FROM ({REGION_KINDS}) t", sources=["branches", "payments"]),
+))
+
+
+def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_every_cut(
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql_incremental, "MAX_TOUCHED_SHARE", 10.0)  # maintained however many groups a run touches
+    rng = random.Random(3403)
+    reasons: dict[str, list[str]] = defaultdict(list)
+    with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, JOINS, JOIN_SCHEMA) as cuts:
+        reader = CutReader({"uri": sqlite_catalog_uri, "warehouse": cuts.warehouse}, JOINS)
+        for run in range(6):  # runs 1 and 4 change payments only: branches is carried
+            if run:
+                join_workload(pg_dsn, rng, run)
+            cut = reader.get(cuts.publish(f"r{run}").cut_id)
+            for name in ("regions", "region_kinds"):
+                reasons[name].append(cuts.staged[name].reason)
+                whole = cut.to_arrow(f"{name}_whole")
+                assert whole.num_rows > 0
+                assert cut.to_arrow(name).schema == whole.schema
+                assert _bag(cut.to_arrow(name)) == _bag(whole), f"cut {cut.cut_id}, member {name}: {reasons[name]}"
+    for name, sources in (("regions", "payments JOIN branches"), ("region_kinds", "branches JOIN payments")):
+        assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept"] * 5
 
 
 def test_a_sql_member_whose_changes_touch_most_groups_is_computed_whole(spark: SparkSession) -> None:

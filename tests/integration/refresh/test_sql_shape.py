@@ -7,12 +7,13 @@ when the installed Spark stops exposing the plan nodes and expressions as relied
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
+from airflow_provider_streambed.refresh.sql_shape import GroupByShape, GroupKey, group_by_shape
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +23,11 @@ def views(spark: SparkSession) -> Iterator[SparkSession]:
     spark.range(10).selectExpr("id", "cast(id % 3 as string) AS k", "cast(id AS decimal(12, 2)) AS v") \
         .createOrReplaceTempView("src")
     spark.range(3).createOrReplaceTempView("other")
+    spark.range(4).selectExpr("id", "cast(id % 3 as string) AS part", "cast(id % 2 as string) AS region") \
+        .createOrReplaceTempView("dim")
     yield spark
-    spark.catalog.dropTempView("src")
-    spark.catalog.dropTempView("other")
+    for view in ("src", "other", "dim"):
+        spark.catalog.dropTempView(view)
 
 
 @pytest.mark.parametrize(("query", "keys"), [
@@ -38,11 +41,11 @@ def views(spark: SparkSession) -> Iterator[SparkSession]:
 ])
 def test_a_group_by_over_one_source_is_incremental(views: SparkSession, query: str,
                                                    keys: tuple[tuple[str, str], ...] | None) -> None:
-    shape = group_by_shape(views.sql(query), ("src",))
+    shape = group_by_shape(views.sql(query), {"src": ("id",)})
     if keys is None:
-        assert shape == "it groups by an expression that is not a column of its source"
+        assert shape == "it groups by an expression that is not a column of its sources"
     else:
-        assert shape == GroupByShape("src", keys)
+        assert shape == GroupByShape(("src",), tuple(GroupKey(output, "src", column) for output, column in keys))
 
 
 @pytest.mark.parametrize(("query", "reason"), [
@@ -55,15 +58,71 @@ def test_a_group_by_over_one_source_is_incremental(views: SparkSession, query: s
     ("SELECT k, SUM(v) + 1 FROM src GROUP BY k", "an expression over aggregates or groups"),
     ("SELECT COUNT(*) FROM src", "an aggregate without GROUP BY"),
     ("SELECT COUNT(*) FROM src GROUP BY k", "a GROUP BY column is not in its SELECT list"),
-    ("SELECT s.k, COUNT(*) FROM src s JOIN other o ON s.id = o.id GROUP BY s.k", "a join"),
     ("SELECT k, COUNT(*) FROM src WHERE rand() < 2 GROUP BY k", "a non-deterministic expression"),
     ("SELECT k, COUNT(*) FROM src WHERE id IN (SELECT id FROM other) GROUP BY k", "a subquery"),
 ])
 def test_anything_else_says_why_it_is_not(views: SparkSession, query: str, reason: str) -> None:
-    shape = group_by_shape(views.sql(query), ("src",))
+    shape = group_by_shape(views.sql(query), {"src": ("id",)})
     assert isinstance(shape, str) and shape.startswith(reason), shape
 
 
-def test_a_query_over_two_sources_is_not(views: SparkSession) -> None:
-    assert group_by_shape(views.sql("SELECT k, COUNT(*) FROM src GROUP BY k"), ("src", "other")) == \
-        "it reads 2 sources (a GROUP BY over one source is incremental)"
+#: The declared keys of the views: ``dim``'s is (id, part), ``other`` has none.
+KEYS = {"src": ("id",), "dim": ("id", "part"), "other": ()}
+
+
+def _sources(query: str) -> dict[str, tuple[str, ...]]:
+    """The views ``query`` reads, with their keys."""
+    return {name: key for name, key in KEYS.items() if re.search(rf"\b{name}\b", query)}
+
+
+@pytest.mark.parametrize(("query", "keys"), [
+    ("SELECT d.region, COUNT(*) AS n, SUM(s.v) AS total FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part "
+     "GROUP BY d.region", None),
+    ("SELECT d.region, COUNT(*) FROM (SELECT id + 1 AS i, k FROM src) s JOIN dim d ON s.i = d.id AND s.k = d.part "
+     "GROUP BY d.region", None),
+    ("SELECT d.region, COUNT(*) AS n, SUM(s.v) AS total FROM (SELECT id, v, k AS p FROM src WHERE v > 1) s "
+     "JOIN dim d ON d.part = s.p AND s.id = d.id WHERE d.region <> '9' GROUP BY d.region",
+     (GroupKey("region", "dim", "region"),)),
+    ("SELECT region, s.k, MIN(v) FROM other o JOIN src s ON o.id = s.id JOIN dim ON dim.id = s.id AND dim.part = s.k "
+     "GROUP BY s.k, region", None),
+    ("SELECT s.k, d.region AS r, MAX(v) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY s.k, d.region",
+     (GroupKey("k", "src", "k"), GroupKey("r", "dim", "region"))),
+])
+def test_a_group_by_over_key_equi_joins_is_incremental(views: SparkSession, query: str,
+                                                       keys: tuple[GroupKey, ...] | None) -> None:
+    shape = group_by_shape(views.sql(query), _sources(query))
+    assert isinstance(shape, GroupByShape), shape
+    assert set(shape.sources) == {"src", "dim", "other"} if "other" in query else {"src", "dim"}
+    assert keys is None or shape.keys == keys
+
+
+@pytest.mark.parametrize(("query", "reason"), [
+    ("SELECT s.k, COUNT(*) FROM (SELECT id * 2 AS i, k FROM src) s JOIN other o ON s.i = o.id GROUP BY s.k",
+     "a join not on the key of other or src"),
+    ("SELECT d.region, COUNT(*) FROM src s JOIN dim d ON s.k = d.part GROUP BY d.region",
+     "a join not on the key of dim or src"),
+    ("SELECT d.region, COUNT(*) FROM src s LEFT JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY d.region",
+     "a left outer join"),
+    ("SELECT d.region, COUNT(*) FROM src s JOIN dim d ON s.id + 1 = d.id AND s.k = d.part GROUP BY d.region",
+     "a join on something else than equal columns"),
+    ("SELECT d.region, COUNT(*) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part AND s.v > 1 "
+     "GROUP BY d.region", "a join on something else than equal columns"),
+    ("SELECT d.region, COUNT(*) FROM src s CROSS JOIN dim d GROUP BY d.region", "a cross join"),
+    ("SELECT a.k, COUNT(*) FROM src a JOIN src b ON a.id = b.id GROUP BY a.k", "a self-join of src"),
+    ("SELECT d.region, COUNT(*) FROM (SELECT id AS i, k FROM src) s JOIN (SELECT id + 0 AS id, part, region "
+     "FROM dim) d ON s.i = d.id AND s.k = d.part GROUP BY d.region", "a join not on the key of dim or src"),
+    ("SELECT d.region, COUNT(*) FROM src s, dim d WHERE s.id = d.id AND s.k = d.part GROUP BY d.region",
+     "a join without ON (a cross join)"),
+    ("SELECT s.k, COUNT(*) FROM src s JOIN (SELECT part, MAX(id) AS id FROM dim GROUP BY part) d ON s.id = d.id "
+     "GROUP BY s.k", "a nested aggregation"),
+    ("SELECT upper(d.region), COUNT(*) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY upper(d.region)",
+     "it groups by an expression that is not a column of its sources"),
+])
+def test_other_joins_say_why_they_are_not(views: SparkSession, query: str, reason: str) -> None:
+    shape = group_by_shape(views.sql(query), _sources(query))
+    assert isinstance(shape, str) and shape.startswith(reason), shape
+
+
+def test_a_source_the_query_does_not_read_makes_it_whole(views: SparkSession) -> None:
+    assert group_by_shape(views.sql("SELECT k, COUNT(*) FROM src GROUP BY k"), {"src": (), "other": ()}) == \
+        "its query does not read its source 'other'"

@@ -59,3 +59,57 @@ def workload(dsn: str, rng: random.Random, run: int) -> None:
             conn.execute("UPDATE accounts SET note = 'n' || id WHERE id % 5 = 0")
         if run == 6:  # the member is copied again; the column keeps its field id
             conn.execute("ALTER TABLE accounts RENAME COLUMN owner TO holder")
+
+
+#: A fact table (``payments``) whose rows name a row of a dimension (``branches``, key ``id``) or
+#: none (NULL, or a branch that does not exist yet); NULL regions among the branches.
+JOIN_SCHEMA = """
+CREATE TABLE branches (id int PRIMARY KEY, region text, active boolean);
+INSERT INTO branches SELECT g, 'r' || (g % 4), g % 5 <> 0 FROM generate_series(1, 12) g;
+INSERT INTO branches VALUES (13, NULL, true);
+CREATE TABLE payments (id int PRIMARY KEY, branch int, kind text, amount numeric(12, 2));
+INSERT INTO payments SELECT g, CASE WHEN g % 11 = 0 THEN NULL ELSE g % 15 + 1 END, 'k' || (g % 3), g
+FROM generate_series(1, 200) g;
+"""
+
+
+def join_transaction(conn: psycopg.Connection[Any], rng: random.Random, branches_too: bool) -> None:
+    """One random change: a payment inserted, moved to another branch (or none), changed or
+    deleted; with ``branches_too`` also a branch's region or activity changed, a branch inserted,
+    deleted or given another key."""
+    payments = [row[0] for row in conn.execute("SELECT id FROM payments").fetchall()]
+    branches = [row[0] for row in conn.execute("SELECT id FROM branches").fetchall()]
+    payment, branch = rng.choice(payments), rng.choice([*branches, None, max(branches) + 1])
+    fresh = max(branches) + rng.randint(1, 3)
+    region = rng.choice(["r0", "r1", "r9", None])
+    statements = [
+        ("INSERT INTO payments VALUES (%s, %s, %s, %s)", (max(payments) + 1, branch, rng.choice(["k0", None]), 5)),
+        ("UPDATE payments SET branch = %s WHERE id = %s", (branch, payment)),
+        ("UPDATE payments SET amount = amount + 1, kind = %s WHERE id = %s", (rng.choice(["k1", None]), payment)),
+        ("DELETE FROM payments WHERE id = %s", (payment,)),
+    ]
+    dimension = [
+        ("UPDATE branches SET region = %s WHERE id = %s", (region, rng.choice(branches))),
+        ("UPDATE branches SET active = NOT active WHERE id = %s", (rng.choice(branches),)),
+        ("INSERT INTO branches VALUES (%s, %s, true)", (fresh, region)),
+        ("DELETE FROM branches WHERE id = %s", (rng.choice(branches),)),
+        ("UPDATE branches SET id = %s WHERE id = %s", (fresh, rng.choice(branches))),  # a key change
+    ]
+    statement = rng.choice(statements + dimension if branches_too else statements)
+    conn.execute(*statement)  # type: ignore[call-overload]  # a (query, params) pair
+
+
+def join_workload(dsn: str, rng: random.Random, run: int) -> None:
+    """A run's changes: every third run leaves ``branches`` alone (it is carried); the others also
+    move the only payment of the last run's new branch away while that branch changes its region
+    (its old region loses a row that only the previous cut joins), and add a branch with a region
+    of its own and move a payment there (a row that only W joins)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(rng.randint(4, 14)):
+            join_transaction(conn, rng, run % 3 != 1)
+        if run % 3 != 1:
+            conn.execute("UPDATE payments SET branch = NULL WHERE branch < 0")
+            conn.execute("UPDATE branches SET region = region || 'x' WHERE id < 0")
+            conn.execute("INSERT INTO branches VALUES (%s, %s, true)", (-run, f"solo{run}"))
+            conn.execute("UPDATE payments SET branch = %s WHERE id = (SELECT min(id) FROM payments WHERE amount > 3)",
+                         (-run,))
