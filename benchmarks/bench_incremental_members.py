@@ -1,16 +1,18 @@
 """Benchmark of incremental derived members (issue 34): a GROUP BY aggregate updated vs recomputed.
 
 A mirror ``facts`` of ``--rows`` rows (id, grp, amount, note, at; 8 Parquet files, the shape of a
-bootstrap's output) has two derived members giving, per ``grp`` (100 groups), its rows, amounts
-counted and their sum: an incremental PythonMember (``tests.integration.refresh.python_members.totals``:
-the previous output plus the signed sums of the changes) and a SqlMember ``SELECT grp, COUNT(*),
-COUNT(amount), SUM(amount) FROM facts GROUP BY grp`` (its touched groups recomputed). Their
-previous outputs are computed once over the mirror; then the mirror is refreshed after 0.1 % and
-1 % updated rows (random keys, each moved to another group with a NULL amount: every group
-touched), and after as many inserted rows (an append-mostly table), staged merge-on-read as a
-refresh stages it, and each member computed on top of that, timed side by side in one in-process
-``local[2]`` Spark session warmed up by one round first (no JVM start in any figure), median of
-``--repeats``:
+bootstrap's output) has three derived members: two giving, per ``grp`` (100 groups), its rows,
+amounts counted and their sum: an incremental PythonMember
+(``tests.integration.refresh.python_members.totals``: the previous output plus the signed sums of
+the changes) and a SqlMember ``SELECT grp, COUNT(*), COUNT(amount), SUM(amount) FROM facts GROUP
+BY grp`` (its touched groups recomputed); and a SqlMember over a key join, ``facts JOIN dims ON
+grp = dims.id GROUP BY dims.region`` (``dims``: a carried mirror of 100 rows keyed by ``id``, a
+region each). Their previous outputs are computed once over the mirror; then the mirror is
+refreshed after 0.1 % and 1 % updated rows (random keys, each moved to another group with a NULL
+amount: every group touched), and after as many inserted rows (an append-mostly table, all in
+one group), staged merge-on-read as a refresh stages it, and each member computed on top of that,
+timed side by side in one in-process ``local[2]`` Spark session warmed up by one round first (no
+JVM start in any figure), median of ``--repeats``:
 
 - full: the member recomputed whole over the mirror at W, and its output staged;
 - incremental: the member computed as the refresh job computes it from its previous output and
@@ -59,7 +61,10 @@ from tests.integration.refresh.python_members import totals
 PYTHON = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
 SQL = SqlMember("grp_stats", "SELECT grp, COUNT(*) AS n, COUNT(amount) AS counted, SUM(amount) AS total "
                 "FROM facts GROUP BY grp", ("facts",), incremental=True)
-GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"), PYTHON, SQL))
+JOIN = SqlMember("region_stats", "SELECT d.region, COUNT(*) AS n, SUM(f.amount) AS total "
+                 "FROM facts f JOIN dims d ON f.grp = d.id GROUP BY d.region", ("facts", "dims"), incremental=True)
+GROUP = RefreshGroup("bench", "src", "cat", "bench",
+                     (Mirror("public.facts"), Mirror("public.dims"), PYTHON, SQL, JOIN))
 GOALS = {0.001: 0.10, 0.01: 0.20}
 
 
@@ -68,12 +73,14 @@ def grp_totals(spark: SparkSession, inputs: dict[str, DataFrame], cut: CutContex
     return totals(inputs, cut, "facts", "grp", "amount")
 
 
-def compute(spark: SparkSession, spec: JobSpec, member: PythonMember | SqlMember, source: SourceState,
+def compute(spark: SparkSession, spec: JobSpec, member: PythonMember | SqlMember, sources: dict[str, SourceState],
             root: Path) -> MemberManifest:
     """The member computed and staged under ``root`` as the refresh job does: from its previous
     output when ``spec`` lists it as incremental, else whole."""
     if isinstance(member, SqlMember):
-        return stage_sql_member(spark, replace(spec, staging_root=root.as_uri()), GROUP, member, {"facts": source})
+        return stage_sql_member(spark, replace(spec, staging_root=root.as_uri()), GROUP, member,
+                                {name: sources[name] for name in member.sources})
+    source = sources["facts"]
     context = CutContext(GROUP, spec.watermark, spec.prev_watermark, spec.cut_number)
     if member.name in spec.incremental:
         basis = incremental_basis(spark, spec, member.name, {"facts": source})
@@ -101,10 +108,17 @@ def write_inserts(rows: int, fraction: float, lsn: int, path: Path) -> TableCapt
     return capture
 
 
-def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, previous: dict[str, MemberManifest],
-          fraction: float, repeats: int, inserts: bool = False) -> None:
-    """Two lines, the Python and the SQL member, after ``fraction`` changed rows (updates of
-    random keys, or ``inserts``)."""
+def write_dims(spark: SparkSession, directory: Path) -> SourceState:
+    """The carried dimension ``dims``: 100 rows keyed by ``id`` (each ``grp`` of ``facts``), a region each."""
+    spark.range(100).selectExpr("cast(id AS int) AS id", "concat('r', id) AS region").coalesce(1) \
+        .write.parquet(directory.as_uri())
+    return SourceState(SnapshotFiles(tuple(path.as_uri() for path in directory.glob("*.parquet"))), None, key=("id",))
+
+
+def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims: SourceState,
+          previous: dict[str, MemberManifest], fraction: float, repeats: int, inserts: bool = False) -> None:
+    """Three lines, the Python, the SQL and the SQL join member, after ``fraction`` changed rows
+    (updates of random keys, or ``inserts``)."""
     lsn = 1000 + int(fraction * 1e6) + (500 if inserts else 0)
     path = work / f"changes-{lsn}" / "c.parquet"
     capture = write_inserts(rows, fraction, lsn, path) if inserts else write_changelog(rows, fraction, lsn, path, lsn)
@@ -112,17 +126,17 @@ def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, previ
     whole_spec = JobSpec(GROUP.to_dict(), f"r{lsn}", Lsn(lsn), Lsn(1), 2, (work / "unused").as_uri(), "",
                          previous_files={name: manifest.files for name, manifest in previous.items()})
     spec = replace(whole_spec, incremental=tuple(previous))
-    source = SourceState(base, staged)
+    sources = {"facts": SourceState(base, staged), "dims": dims}
     start = time.perf_counter()
     removed_rows(base, staged.delete_files, None)
     read_removed = time.perf_counter() - start
     shape = "inserted" if inserts else "updated (random keys)"
     print(f"{fraction:>6.1%} rows {shape}: {staged.row_count:,} new rows, {staged.deleted_rows:,} deleted "
           f"(reading the removed rows: {read_removed:.2f} s)")
-    for member in (PYTHON, SQL):
+    for member in (PYTHON, SQL, JOIN):
         full_root, incremental_root = work / f"full-{lsn}-{member.name}", work / f"incremental-{lsn}-{member.name}"
-        full = median_seconds(partial(compute, spark, whole_spec, member, source, full_root), repeats)
-        updated = median_seconds(partial(compute, spark, spec, member, source, incremental_root), repeats)
+        full = median_seconds(partial(compute, spark, whole_spec, member, sources, full_root), repeats)
+        updated = median_seconds(partial(compute, spark, spec, member, sources, incremental_root), repeats)
         whole, incremental = (rows_of(spark, root, member.name) for root in (full_root, incremental_root))
         ratio, goal = updated / full, GOALS[fraction]
         print(f"    {type(member).__name__:<12} full {full:.2f} s, incremental {updated:.2f} s = {ratio:.1%} of full "
@@ -140,13 +154,15 @@ def main() -> None:
         work = Path(directory)
         base = write_table(spark, arguments.rows, work / "base")
         first = JobSpec(GROUP.to_dict(), "r0", Lsn(1), None, 1, (work / "unused").as_uri(), "")
-        previous = {member.name: compute(spark, first, member, SourceState(base, None), work / "previous")
-                    for member in (PYTHON, SQL)}
-        bench(spark, work, arguments.rows, base, previous, 0.001, 1)  # warm-up: JIT, caches
+        dims = write_dims(spark, work / "dims")
+        sources = {"facts": SourceState(base, None), "dims": dims}
+        previous = {member.name: compute(spark, first, member, sources, work / "previous")
+                    for member in (PYTHON, SQL, JOIN)}
+        bench(spark, work, arguments.rows, base, dims, previous, 0.001, 1)  # warm-up: JIT, caches
         print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, in-process local[2]")
         for inserts in (False, True):
             for fraction in GOALS:
-                bench(spark, work, arguments.rows, base, previous, fraction, arguments.repeats, inserts)
+                bench(spark, work, arguments.rows, base, dims, previous, fraction, arguments.repeats, inserts)
     spark.stop()
 
 

@@ -10,8 +10,10 @@ incremental).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMe
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh import sql_incremental
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
-from tests.integration.refresh.cuts import cuts_of
+from tests.integration.refresh.cuts import Cuts, cuts_of
 from tests.integration.refresh.workloads import JOIN_SCHEMA, SCHEMA, join_workload, workload
 
 pytestmark = pytest.mark.slow
@@ -55,25 +57,41 @@ def _bag(table: pa.Table) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(row.values()) for row in table.to_pylist())
 
 
-def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
-    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sql_incremental, "MAX_TOUCHED_SHARE", 10.0)  # maintained however many groups a run touches
-    rng = random.Random(3401)
+def _check_cuts(cuts: Cuts, catalog_uri: str, changes: Callable[[int], None],
+                names: tuple[str, ...]) -> tuple[CutReader, dict[str, list[str]]]:
+    """Six cuts, ``changes(run)`` made before each but the first; after each, every member of
+    ``names`` equals, exactly, its twin computed whole (``<name>_whole``). Returns the cuts'
+    reader and each member's staged reasons, cut by cut (where it was computed)."""
+    reader = CutReader({"uri": catalog_uri, "warehouse": cuts.warehouse}, cuts.group)
     reasons: dict[str, list[str]] = defaultdict(list)
+    for run in range(6):
+        if run:
+            changes(run)
+        cut = reader.get(cuts.publish(f"r{run}").cut_id)
+        for name in names:
+            if name in cuts.staged:
+                reasons[name].append(cuts.staged[name].reason)
+            whole = cut.to_arrow(f"{name}_whole")
+            assert whole.num_rows > 0
+            assert cut.to_arrow(name).schema == whole.schema
+            assert _bag(cut.to_arrow(name)) == _bag(whole), f"cut {cut.cut_id}, member {name}: {reasons[name]}"
+    return reader, reasons
+
+
+@pytest.fixture
+def always_maintained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQL members are maintained however many groups a run touches."""
+    monkeypatch.setattr(sql_incremental, "MAX_TOUCHED_SHARE", 10.0)
+
+
+@pytest.mark.usefixtures("always_maintained")
+def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession
+) -> None:
+    rng = random.Random(3401)
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
-        reader = CutReader({"uri": sqlite_catalog_uri, "warehouse": cuts.warehouse}, GROUP)
-        for run in range(6):  # run 4 adds a column to accounts (workloads.workload)
-            if run:
-                workload(pg_dsn, rng, run)
-            cut = reader.get(cuts.publish(f"r{run}").cut_id)
-            for name in INCREMENTAL:
-                if name in cuts.staged:
-                    reasons[name].append(cuts.staged[name].reason)
-                whole = cut.to_arrow(f"{name}_whole")
-                assert whole.num_rows > 0
-                assert cut.to_arrow(name).schema == whole.schema
-                assert _bag(cut.to_arrow(name)) == _bag(whole), f"cut {cut.cut_id}, member {name}: {reasons[name]}"
+        # run 4 adds a column to accounts (workloads.workload)
+        reader, reasons = _check_cuts(cuts, sqlite_catalog_uri, functools.partial(workload, pg_dsn, rng), INCREMENTAL)
         spark.conf.set(INCREMENTAL_CONF, "false")  # a full refresh
         try:
             workload(pg_dsn, rng, 7)
@@ -108,24 +126,13 @@ JOINS = RefreshGroup("joins", "src", "cat", "joins", (
 ))
 
 
+@pytest.mark.usefixtures("always_maintained")
 def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_every_cut(
-    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession
 ) -> None:
-    monkeypatch.setattr(sql_incremental, "MAX_TOUCHED_SHARE", 10.0)  # maintained however many groups a run touches
-    rng = random.Random(3403)
-    reasons: dict[str, list[str]] = defaultdict(list)
+    changes = functools.partial(join_workload, pg_dsn, random.Random(3403))  # runs 1 and 4: branches is carried
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, JOINS, JOIN_SCHEMA) as cuts:
-        reader = CutReader({"uri": sqlite_catalog_uri, "warehouse": cuts.warehouse}, JOINS)
-        for run in range(6):  # runs 1 and 4 change payments only: branches is carried
-            if run:
-                join_workload(pg_dsn, rng, run)
-            cut = reader.get(cuts.publish(f"r{run}").cut_id)
-            for name in ("regions", "region_kinds"):
-                reasons[name].append(cuts.staged[name].reason)
-                whole = cut.to_arrow(f"{name}_whole")
-                assert whole.num_rows > 0
-                assert cut.to_arrow(name).schema == whole.schema
-                assert _bag(cut.to_arrow(name)) == _bag(whole), f"cut {cut.cut_id}, member {name}: {reasons[name]}"
+        _, reasons = _check_cuts(cuts, sqlite_catalog_uri, changes, ("regions", "region_kinds"))
     for name, sources in (("regions", "payments JOIN branches"), ("region_kinds", "branches JOIN payments")):
         assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept"] * 5
 
