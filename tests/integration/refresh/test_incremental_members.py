@@ -123,6 +123,8 @@ JOINS = RefreshGroup("joins", "src", "cat", "joins", (
     SqlMember("regions_whole", f"SELECT * FROM ({REGIONS}) t", sources=["payments", "branches"]),
     SqlMember("region_kinds", REGION_KINDS, sources=["branches", "payments"], incremental=True),
     SqlMember("region_kinds_whole", f"SELECT * FROM ({REGION_KINDS}) t", sources=["branches", "payments"]),
+    SqlMember("kind_regions", "SELECT p.kind, COUNT(*) AS n FROM payments p JOIN branches b ON p.kind = b.region "
+              "GROUP BY p.kind", sources=["payments", "branches"], incremental=True),
 ))
 
 
@@ -135,6 +137,7 @@ def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_ever
         _, reasons = _check_cuts(cuts, sqlite_catalog_uri, changes, ("regions", "region_kinds"))
     for name, sources in (("regions", "payments JOIN branches"), ("region_kinds", "branches JOIN payments")):
         assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept"] * 5
+    assert cuts.staged["kind_regions"].reason == "whole: not incremental: a join not on the key of branches or payments"
 
 
 def test_a_sql_member_whose_changes_touch_most_groups_is_computed_whole(spark: SparkSession) -> None:
