@@ -58,6 +58,14 @@ def _rewrites(cuts: list[Cut], name: str) -> set[int]:
     return found
 
 
+def _check_arrow_reads(cuts: list[Cut]) -> None:
+    """``Cut.to_arrow`` (deletes applied by mask) gives pyiceberg's own scan, row for row and type for type."""
+    for cut in cuts:
+        for name in ("accounts", "events"):
+            scanned = cut.table(name).scan(snapshot_id=cut.member(name).snapshot_id).to_arrow()
+            assert cut.to_arrow(name).equals(scanned), f"cut {cut.cut_id}, {name}"
+
+
 def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, sqlite_catalog_uri: str,
                                                                    tmp_path: Path, spark: SparkSession) -> None:
     properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
@@ -73,10 +81,7 @@ def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, s
                               compact="all" if run == 3 else "none")
         assert result.cut is not None
         cuts.append(reader.get(result.cut.cut_id))
-    for cut in cuts:  # Cut.to_arrow applies the deletes by mask: the rows of pyiceberg's own scan, in order
-        for name in ("accounts", "events"):
-            scanned = cut.table(name).scan(snapshot_id=cut.member(name).snapshot_id).to_arrow()
-            assert cut.to_arrow(name).equals(scanned), f"cut {cut.cut_id}, {name}"
+    _check_arrow_reads(cuts)
     methods: Counter[tuple[str, str]] = Counter()
     for i, earlier in enumerate(cuts):
         for later in cuts[i:]:
