@@ -6,7 +6,7 @@ amounts counted and their sum: an incremental PythonMember
 (``tests.integration.refresh.python_members.totals``: the previous output plus the signed sums of
 the changes) and a SqlMember ``SELECT grp, COUNT(*), COUNT(amount), SUM(amount) FROM facts GROUP
 BY grp`` (its touched groups recomputed); and a SqlMember over a key join, ``facts JOIN dims ON
-grp = dims.id GROUP BY dims.region`` (``dims``: a carried mirror of 100 rows keyed by ``id``, a
+grp = dims.id GROUP BY grp, dims.region`` (``dims``: a carried mirror of 100 rows keyed by ``id``, a
 region each). Their previous outputs are computed once over the mirror; then the mirror is
 refreshed after 0.1 % and 1 % updated rows (random keys, each moved to another group with a NULL
 amount: every group touched), and after as many inserted rows (an append-mostly table, all in
@@ -61,8 +61,9 @@ from tests.integration.refresh.python_members import totals
 PYTHON = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
 SQL = SqlMember("grp_stats", "SELECT grp, COUNT(*) AS n, COUNT(amount) AS counted, SUM(amount) AS total "
                 "FROM facts GROUP BY grp", ("facts",), incremental=True)
-JOIN = SqlMember("region_stats", "SELECT d.region, COUNT(*) AS n, SUM(f.amount) AS total "
-                 "FROM facts f JOIN dims d ON f.grp = d.id GROUP BY d.region", ("facts", "dims"), incremental=True)
+JOIN = SqlMember("region_stats", "SELECT f.grp, d.region, COUNT(*) AS n, SUM(f.amount) AS total "
+                 "FROM facts f JOIN dims d ON f.grp = d.id GROUP BY f.grp, d.region", ("facts", "dims"),
+                 incremental=True)
 GROUP = RefreshGroup("bench", "src", "cat", "bench",
                      (Mirror("public.facts"), Mirror("public.dims"), PYTHON, SQL, JOIN))
 GOALS = {0.001: 0.10, 0.01: 0.20}

@@ -7,9 +7,11 @@ expressions are columns of the sources and all in the ``SELECT`` list, whose oth
 projections and deterministic filters of one source's rows, or of inner joins of such: each join's
 ``ON`` a conjunction of equalities of a column of each side that covers the declared key of the
 one source of a side (so a row of the other side meets at most one of its rows), each source read
-once. Such a member's output row of a group depends only on the joined rows of that group, so it
-can be recomputed for the groups a run's changes touch and kept for the others. Anything else gets
-the reason it is not incremental.
+once, and a source not joined on its key gives a GROUP BY column (else the recompute of the touched
+groups would read it whole, which costs more than computing the member whole). Such a member's
+output row of a group depends only on the joined rows of that group, so it can be recomputed for
+the groups a run's changes touch and kept for the others. Anything else gets the reason it is not
+incremental.
 
 PySpark has no public API to a DataFrame's analyzed plan: :func:`analyzed_plan` is the one place
 that reaches it (``DataFrame._jdf``, classic sessions only; on Spark Connect every SQL member is
@@ -85,11 +87,24 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
         return "its plan cannot be read on Spark Connect"
     if plan.nodeName() != "Aggregate":
         return _reason_below(plan) or ("HAVING" if plan.nodeName() == "Filter" else "its result is not a GROUP BY")
-    relations = _source_relations(plan.child(), {name.lower(): (name, key) for name, key in sources.items()})
+    keyed: set[str] = set()
+    relations = _source_relations(plan.child(), {name.lower(): (name, key) for name, key in sources.items()}, keyed)
     if isinstance(relations, str):
         return relations
     if unread := [name for name in sources if name not in relations]:
         return f"its query does not read its source {unread[0]!r}"
+    keys = _group_keys(plan, relations)
+    if isinstance(keys, str):
+        return keys
+    if unnarrowed := [name for name in relations if name not in keyed and name not in {key.source for key in keys}]:
+        return (f"no GROUP BY column comes from {unnarrowed[0]} and it is not joined on its key, so every run "
+                f"would read it whole")
+    return GroupByShape(tuple(relations), tuple(keys))
+
+
+def _group_keys(plan: Any, relations: Mapping[str, Any]) -> list[GroupKey] | str:
+    """The ``Aggregate``'s grouping columns as its outputs name them, or why its outputs are not
+    those columns and plain supported aggregates."""
     grouping = _grouping_columns(plan, relations)
     if isinstance(grouping, str):
         return grouping
@@ -102,7 +117,7 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
             return reason
     if {(key.source, key.column) for key in keys} != set(grouping.values()):
         return "a GROUP BY column is not in its SELECT list"
-    return GroupByShape(tuple(relations), tuple(keys))
+    return keys
 
 
 def _columns(relations: Mapping[str, Any]) -> dict[int, tuple[str, str]]:
@@ -138,14 +153,16 @@ def _aggregate_reason(expression: Any) -> str | None:
     return None
 
 
-def _source_relations(node: Any, sources: Mapping[str, tuple[str, tuple[str, ...]]]) -> dict[str, Any] | str:
+def _source_relations(
+    node: Any, sources: Mapping[str, tuple[str, tuple[str, ...]]], keyed: set[str]
+) -> dict[str, Any] | str:
     """The relations of the sources under ``node`` (by source name; ``sources``: by lower-cased
     name, the name and its key) through row-local nodes (derived tables' aliases included) and key
-    equi-joins, or why the path is not one of those."""
+    equi-joins, or why the path is not one of those; ``keyed`` gains the sources joined on their key."""
     while node.nodeName() != "SubqueryAlias" or str(node.alias()).lower() not in sources:
         name = str(node.nodeName())
         if name == "Join":
-            return _joined_relations(node, sources)
+            return _joined_relations(node, sources, keyed)
         if name not in ROW_LOCAL and name != "SubqueryAlias":
             return NODE_REASONS.get(name, f"a {name} in its plan")
         if _items(node.subqueries()):
@@ -156,12 +173,14 @@ def _source_relations(node: Any, sources: Mapping[str, tuple[str, tuple[str, ...
     return {sources[str(node.alias()).lower()][0]: node}
 
 
-def _joined_relations(join: Any, sources: Mapping[str, tuple[str, tuple[str, ...]]]) -> dict[str, Any] | str:
+def _joined_relations(
+    join: Any, sources: Mapping[str, tuple[str, tuple[str, ...]]], keyed: set[str]
+) -> dict[str, Any] | str:
     """The source relations of both sides of ``join``, or why it is not an inner join whose ``ON``
-    equates the key of one side's only source to columns of the other side."""
+    equates the key of one side's only source to columns of the other side (``keyed`` gains it)."""
     if str(join.joinType().sql()) != "INNER":
         return f"a {str(join.joinType().sql()).lower()} join"
-    sides = [_source_relations(side, sources) for side in (join.left(), join.right())]
+    sides = [_source_relations(side, sources, keyed) for side in (join.left(), join.right())]
     for side in sides:
         if isinstance(side, str):
             return side
@@ -178,6 +197,7 @@ def _joined_relations(join: Any, sources: Mapping[str, tuple[str, tuple[str, ...
             name = next(iter(relations))
             key = {(name, column) for column in sources[name.lower()][1]}
             if key and key <= {columns[i] for i in ids if i in columns}:
+                keyed.add(name)
                 return {**left, **right}
     return f"a join not on the key of {' or '.join(name for name in (*right, *left))}"
 

@@ -110,9 +110,11 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
 
 
-REGIONS = ("SELECT b.region, COUNT(*) AS n, COUNT(p.amount) AS counted, SUM(p.amount) AS total, "
+REGIONS = ("SELECT p.branch, b.region, COUNT(*) AS n, COUNT(p.amount) AS counted, SUM(p.amount) AS total, "
            "AVG(p.amount) AS mean, MIN(p.amount) AS low, MAX(p.amount) AS high "
-           "FROM payments p JOIN branches b ON p.branch = b.id WHERE b.active GROUP BY b.region")
+           "FROM payments p JOIN branches b ON p.branch = b.id WHERE b.active GROUP BY p.branch, b.region")
+#: Grouped by a column of the keyed side only: its recompute would read every payment.
+REGION_TOTALS = "SELECT b.region, COUNT(*) AS n FROM payments p JOIN branches b ON p.branch = b.id GROUP BY b.region"
 REGION_KINDS = ("SELECT kind, b.region AS region, COUNT(*) AS n, SUM(amount) AS total "
                 "FROM branches b JOIN (SELECT * FROM payments WHERE amount > 3) p ON b.id = p.branch "
                 "GROUP BY p.kind, b.region")
@@ -125,6 +127,7 @@ JOINS = RefreshGroup("joins", "src", "cat", "joins", (
     SqlMember("region_kinds_whole", f"SELECT * FROM ({REGION_KINDS}) t", sources=["branches", "payments"]),
     SqlMember("kind_regions", "SELECT p.kind, COUNT(*) AS n FROM payments p JOIN branches b ON p.kind = b.region "
               "GROUP BY p.kind", sources=["payments", "branches"], incremental=True),
+    SqlMember("region_totals", REGION_TOTALS, sources=["payments", "branches"], incremental=True),
 ))
 
 
@@ -138,6 +141,8 @@ def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_ever
     for name, sources in (("regions", "payments JOIN branches"), ("region_kinds", "branches JOIN payments")):
         assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept"] * 5
     assert cuts.staged["kind_regions"].reason == "whole: not incremental: a join not on the key of branches or payments"
+    assert cuts.staged["region_totals"].reason == ("whole: not incremental: no GROUP BY column comes from payments "
+                                                   "and it is not joined on its key, so every run would read it whole")
 
 
 def test_a_sql_member_whose_changes_touch_most_groups_is_computed_whole(spark: SparkSession) -> None:

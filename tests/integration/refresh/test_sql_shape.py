@@ -76,15 +76,15 @@ def _sources(query: str) -> dict[str, tuple[str, ...]]:
 
 
 @pytest.mark.parametrize(("query", "keys"), [
-    ("SELECT d.region, COUNT(*) AS n, SUM(s.v) AS total FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part "
-     "GROUP BY d.region", None),
-    ("SELECT d.region, COUNT(*) FROM (SELECT id + 1 AS i, k FROM src) s JOIN dim d ON s.i = d.id AND s.k = d.part "
-     "GROUP BY d.region", None),
-    ("SELECT d.region, COUNT(*) AS n, SUM(s.v) AS total FROM (SELECT id, v, k AS p FROM src WHERE v > 1) s "
-     "JOIN dim d ON d.part = s.p AND s.id = d.id WHERE d.region <> '9' GROUP BY d.region",
-     (GroupKey("region", "dim", "region"),)),
-    ("SELECT region, s.k, MIN(v) FROM other o JOIN src s ON o.id = s.id JOIN dim ON dim.id = s.id AND dim.part = s.k "
-     "GROUP BY s.k, region", None),
+    ("SELECT s.k, d.region, COUNT(*) AS n, SUM(s.v) AS total FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part "
+     "GROUP BY s.k, d.region", None),
+    ("SELECT s.k, d.region, COUNT(*) FROM (SELECT id + 1 AS i, k FROM src) s JOIN dim d ON s.i = d.id "
+     "AND s.k = d.part GROUP BY s.k, d.region", None),
+    ("SELECT s.id, d.region, COUNT(*) AS n, SUM(s.v) AS total FROM (SELECT id, v, k AS p FROM src WHERE v > 1) s "
+     "JOIN dim d ON d.part = s.p AND s.id = d.id WHERE d.region <> '9' GROUP BY s.id, d.region",
+     (GroupKey("id", "src", "id"), GroupKey("region", "dim", "region"))),
+    ("SELECT o.id AS o, region, s.k, MIN(v) FROM other o JOIN src s ON o.id = s.id JOIN dim ON dim.id = s.id "
+     "AND dim.part = s.k GROUP BY o.id, s.k, region", None),
     ("SELECT s.k, d.region AS r, MAX(v) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY s.k, d.region",
      (GroupKey("k", "src", "k"), GroupKey("r", "dim", "region"))),
 ])
@@ -97,6 +97,10 @@ def test_a_group_by_over_key_equi_joins_is_incremental(views: SparkSession, quer
 
 
 @pytest.mark.parametrize(("query", "reason"), [
+    ("SELECT d.region, COUNT(*) AS n, SUM(s.v) AS total FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part "
+     "GROUP BY d.region", "no GROUP BY column comes from src and it is not joined on its key"),
+    ("SELECT s.k, MIN(v) FROM other o JOIN src s ON o.id = s.id GROUP BY s.k",
+     "no GROUP BY column comes from other and it is not joined on its key"),
     ("SELECT s.k, COUNT(*) FROM (SELECT id * 2 AS i, k FROM src) s JOIN other o ON s.i = o.id GROUP BY s.k",
      "a join not on the key of other or src"),
     ("SELECT d.region, COUNT(*) FROM src s JOIN dim d ON s.k = d.part GROUP BY d.region",
