@@ -77,6 +77,7 @@ class SnapshotScan:
         # file names are not read from here (no credentials): every file is probed, found by name.
         self._local = all(storage.scheme_of(uri) in storage.LOCAL_SCHEMES for uri in (*self._data, *self._deletes))
         self._sizes = _sizes(self._data) if files.deletes and self._local else None
+        self._probed = (_named_files(self._deletes) if self._local else set(self._names)) & set(self._names)
         self._columns = columns
         self._frame = read_as(spark.read, columns).parquet(*self._data)
 
@@ -95,15 +96,12 @@ class SnapshotScan:
         selected: list[str | Column] = [self._column(name) for name in names]
         if positions:
             selected += [F.col("_metadata.file_name").alias(ROW_FILE), F.col("_metadata.row_index").alias(ROW_POS)]
-        if not self.files.deletes:
+        if not self._probed:  # no deletes, or none that names a file of the scan
             return self._frame.select(*selected)
-        names = list(self._names)
-        probed = _named_files(self._deletes) & set(names) if self._local else set(names)
-        if not probed:
-            return self._frame.select(*selected)
-        frame = self._frame.select(*selected, row_key(names, self._sizes, probed).alias(ROW_KEY))
+        data_names = list(self._names)
+        frame = self._frame.select(*selected, row_key(data_names, self._sizes, self._probed).alias(ROW_KEY))
         named = F.substring_index(F.col(DELETE_FILE_PATH), "/", -1)
-        ordinal = _first_match([(named == name, at) for at, name in enumerate(names) if name in probed])
+        ordinal = _first_match([(named == name, at) for at, name in enumerate(data_names) if name in self._probed])
         deleted = self.spark.read.parquet(*self._deletes).select(
             (F.shiftleft(ordinal, POSITION_BITS) + F.col(DELETE_POS)).alias(ROW_KEY)).where(F.col(ROW_KEY).isNotNull())
         return frame.join(deleted, ROW_KEY, "left_anti").drop(ROW_KEY)
