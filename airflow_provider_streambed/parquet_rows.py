@@ -8,10 +8,14 @@ sources lost this run) read removed rows this way.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFile
 
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 
@@ -27,6 +31,15 @@ def positions_by_file(pairs: pa.Table) -> dict[str, pa.Array]:
         path: pairs.filter(pc.equal(pairs[DELETE_FILE_PATH], path))[DELETE_POS].combine_chunks()
         for path in pc.unique(pairs[DELETE_FILE_PATH]).to_pylist()
     }
+
+
+def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.Array]:
+    """The positions each data file lost to ``deletes`` (Parquet position-delete files), sorted and distinct."""
+    tables = []
+    for delete in deletes:
+        with io.new_input(delete.file_path).open() as stream:
+            tables.append(pq.read_table(stream, columns=["file_path", "pos"]))
+    return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
 def rows_at_positions(parquet: pq.ParquetFile, positions: np.ndarray) -> pa.Table:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import uuid
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,7 @@ from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file, rows_at_positions
+from airflow_provider_streambed.parquet_rows import READ_THREADS, rows_at_positions
 
 logger = logging.getLogger(__name__)
 
@@ -81,15 +80,6 @@ def snapshot_delta(io: FileIO, earlier: Snapshot, later: Snapshot) -> SnapshotDe
             (data if content == DataFileContent.DATA else deletes).append(entry.data_file)
     older = tuple(manifest for manifest in before.values() if manifest.content == ManifestContent.DATA)
     return SnapshotDelta(tuple(data), tuple(deletes), older)
-
-
-def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.Array]:
-    """The positions each data file lost to ``deletes`` (Parquet position-delete files), sorted and distinct."""
-    tables = []
-    for delete in deletes:
-        with io.new_input(delete.file_path).open() as stream:
-            tables.append(pq.read_table(stream, columns=["file_path", "pos"]))
-    return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
 def _scan(table: StaticTable, schema: Schema) -> ArrowScan:
