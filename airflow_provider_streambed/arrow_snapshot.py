@@ -16,14 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import FileScanTask, Table
 
-from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.parquet_rows import READ_THREADS, deleted_positions
 
 
 def read_snapshot(table: Table, snapshot_id: int) -> pa.Table:
@@ -35,10 +33,7 @@ def read_snapshot(table: Table, snapshot_id: int) -> pa.Table:
     if not tasks or any(delete.content != DataFileContent.POSITION_DELETES for delete in deletes.values()):
         return scan.to_arrow()
     reader = ArrowScan(table.metadata, table.io, scan.projection(), AlwaysTrue())
-
-    def read_deletes(delete: DataFile) -> pa.Table:
-        with table.io.new_input(delete.file_path).open() as stream:
-            return pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS])
+    positions = deleted_positions(table.io, deletes.values())
 
     def live_rows(task: FileScanTask) -> pa.Table:
         rows = reader.to_table([FileScanTask(task.file)])
@@ -50,7 +45,5 @@ def read_snapshot(table: Table, snapshot_id: int) -> pa.Table:
         return rows.filter(keep)
 
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        pairs = list(pool.map(read_deletes, deletes.values()))
-        positions = positions_by_file(pa.concat_tables(pairs)) if pairs else {}
         # files may read as string or large_string: promoted to one type, as pyiceberg does
         return pa.concat_tables(pool.map(live_rows, tasks), promote_options="permissive")

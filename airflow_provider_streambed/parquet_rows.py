@@ -38,7 +38,7 @@ def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.A
     tables = []
     for delete in deletes:
         with io.new_input(delete.file_path).open() as stream:
-            tables.append(pq.read_table(stream, columns=["file_path", "pos"]))
+            tables.append(pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS]))
     return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
