@@ -61,11 +61,11 @@ def read_sources(
 
 
 @contextmanager
-def sql_member_frame(
-    spark: SparkSession, group: RefreshGroup, member: SqlMember, source_files: Mapping[str, SnapshotFiles],
-    columns: Mapping[str, FileColumns] | None = None,
+def bound_query(
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, frames: Mapping[str, DataFrame]
 ) -> Iterator[DataFrame]:
-    """The member's query, with its sources bound as temporary views of their names until the block ends.
+    """The member's query over ``frames`` (its sources' rows, :func:`read_sources`) bound as
+    temporary views of their names, until the block ends.
 
     Only the declared sources are visible as tables: the views exist while the block computes
     (and stages) this member, and are dropped after it, also on Spark Connect (which has no
@@ -75,16 +75,6 @@ def sql_member_frame(
         MemberQueryError: (final) the query does not bind: it names a table that is not one of
             the member's sources, or a column they do not have.
     """
-    with bound_query(spark, group, member, read_sources(spark, source_files, columns)) as frame:
-        yield frame
-
-
-@contextmanager
-def bound_query(
-    spark: SparkSession, group: RefreshGroup, member: SqlMember, frames: Mapping[str, DataFrame]
-) -> Iterator[DataFrame]:
-    """The member's query over ``frames`` bound as temporary views of their names (see
-    :func:`sql_member_frame`), until the block ends."""
     for name, frame in frames.items():
         frame.createOrReplaceTempView(name)
     try:

@@ -45,10 +45,9 @@ from pyspark.sql.types import (
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
-from airflow_provider_streambed.refresh.members import bound_query, read_sources, sql_member_frame
+from airflow_provider_streambed.refresh.members import bound_query, read_sources
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
-from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles
-from airflow_provider_streambed.staging.file_columns import FileColumns
+from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
 
 logger = logging.getLogger(__name__)
@@ -66,31 +65,31 @@ def stage_sql_member(
     """Compute the member at W, from its previous output when its query and the run allow it
     (else whole, logged with why), and stage its output."""
     where = f"group={group.name} member={member.name} W={spec.watermark}"
-    files = {name: source.files for name, source in sources.items()}
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
+    at_w = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)  # read once
 
     def whole(why: str) -> MemberManifest:
         reason = f"whole: {why}" if why else ""
         if reason:
             logger.info("%s: %s", where, reason)
-        with sql_member_frame(spark, group, member, files, columns) as frame:
+        with bound_query(spark, group, member, at_w) as frame:
             return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
                                        reason=reason, resynced=resynced)
 
     if not member.incremental:
         return whole("")
-    with sql_member_frame(spark, group, member, files, columns) as frame:
+    with bound_query(spark, group, member, at_w) as frame:
         shape = group_by_shape(frame, {name: source.key for name, source in sources.items()})
     basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources)
     if isinstance(basis, str) or isinstance(shape, str):
         return whole(f"not incremental: {basis}")
     previous, changes = basis
-    touched = touched_groups(spark, group, member, shape, changes, sources)
+    touched = touched_groups(spark, group, member, shape, changes, sources, at_w)
     if why := mostly_touched(previous, touched):
         return whole(why)
     reason = f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept"
     logger.info("%s: %s", where, reason)
-    with maintained_output(spark, group, member, shape, previous, touched, files, columns) as output:
+    with maintained_output(spark, group, member, shape, previous, touched, at_w) as output:
         return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
                                    reason=reason, resynced=resynced)
 
@@ -106,9 +105,10 @@ def mostly_touched(previous: DataFrame, touched: DataFrame) -> str:
 
 def touched_groups(
     spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, changes: Mapping[str, Changes],
-    sources: Mapping[str, SourceState],
+    sources: Mapping[str, SourceState], after: Mapping[str, DataFrame],
 ) -> DataFrame:
-    """The distinct output keys of the groups whose joined rows the run changed, held by Spark.
+    """The distinct output keys of the groups whose joined rows the run changed, held by Spark
+    (``after``: the sources' rows at W).
 
     A joined row the run removed has a component some source removed, its others in the previous
     cut; one it added has a component some source added, its others at W. So the keys are those
@@ -118,7 +118,6 @@ def touched_groups(
     keys = [key.output for key in shape.keys]
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
     before = read_sources(spark, {name: source.previous for name, source in sources.items()}, columns)
-    after = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)
     found = []
     for name in shape.sources:
         for rows, others in ((changes[name].removed, before), (changes[name].added, after)):
@@ -139,13 +138,12 @@ def in_groups(rows: DataFrame, keys: DataFrame, pairs: Sequence[tuple[str, str]]
 @contextmanager
 def maintained_output(
     spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, previous: DataFrame,
-    touched: DataFrame, files: Mapping[str, SnapshotFiles], columns: Mapping[str, FileColumns],
+    touched: DataFrame, at_w: Mapping[str, DataFrame],
 ) -> Iterator[DataFrame]:
-    """The member's output at W from its ``previous`` output and the keys of the groups its
-    sources' changes ``touched`` (see the module), valid until the block ends (its source views
-    are bound until then)."""
-    restricted = {name: touched_rows(rows, touched, shape, name)
-                  for name, rows in read_sources(spark, files, columns).items()}
+    """The member's output at W from its ``previous`` output, the keys of the groups its sources'
+    changes ``touched`` (see the module) and the sources' rows ``at_w``, valid until the block ends
+    (its source views are bound until then)."""
+    restricted = {name: touched_rows(rows, touched, shape, name) for name, rows in at_w.items()}
     outputs = [(key.output, key.output) for key in shape.keys]
     with bound_query(spark, group, member, restricted) as recomputed:
         kept = in_groups(previous, touched, outputs, False)
