@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
+import os
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from airflow_provider_streambed.catalog import ledger_of, open_catalog
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
+from airflow_provider_streambed.testing.airflow import components, wait_until_healthy
 from airflow_provider_streambed.testing.postgres import free_port
 from tests.integration.airflow.browser import ARTIFACTS, chromium, log_in
 from tests.integration.publish.helpers import bank_tables, make_group, pin_and_stage
@@ -96,32 +95,14 @@ def test_a_logged_in_user_sees_the_groups_and_their_cuts(
 def api_server(viewer: None, bank_connections: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """``airflow api-server`` on a free port, with this test's Airflow home and connections; its URL."""
     port = free_port()
-    log = tmp_path / "api-server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port),
-             "--workers", "1"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=2):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"airflow api-server did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.3)
-        yield url
-    finally:
-        server.terminate()
+    with components(dict(os.environ), port, tmp_path, names=()) as started:
         try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            wait_until_healthy(url, started, names=(), timeout=90)
+        except RuntimeError as error:
+            log = (tmp_path / "api-server.log").read_text()
+            pytest.fail(f"airflow api-server did not start: {error}\n{log[-3000:]}")
+        yield url
 
 
 @pytest.fixture
