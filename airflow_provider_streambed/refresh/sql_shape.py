@@ -20,14 +20,15 @@ computed whole), tested against the installed Spark in ``tests/integration/refre
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame
 
-#: Aggregate functions (Spark's class names) whose value for a group depends on its rows only.
-AGGREGATES = frozenset({"Count", "Sum", "Average", "Min", "Max"})
+#: Aggregate functions whose value for a group depends on its rows only: Spark's class name -> SQL name.
+AGGREGATES = {"Count": "count", "Sum": "sum", "Average": "avg", "Min": "min", "Max": "max"}
 #: Plan nodes that keep a row's group a function of the row (with deterministic expressions).
 ROW_LOCAL = frozenset({"Project", "Filter"})
 #: Why a plan node makes a query not incremental, by the node's name.
@@ -36,6 +37,23 @@ NODE_REASONS = {
     "LocalLimit": "LIMIT", "Union": "UNION", "Distinct": "DISTINCT", "Deduplicate": "DISTINCT",
     "Generate": "a generator (explode)", "Expand": "GROUPING SETS, ROLLUP or CUBE", "Aggregate": "a nested aggregation",
 }
+
+
+class AggregateOutput(NamedTuple):
+    """An aggregate of the query's ``SELECT`` list.
+
+    Attributes:
+        output: its name in the output.
+        function: ``count``, ``sum``, ``avg``, ``min`` or ``max``.
+        argument: its argument's index among the query's distinct arguments (two aggregates of the
+            same expression share it); ``None`` for ``COUNT(*)`` (or of a constant).
+        exact: its argument's type is an integer or a decimal whose sums Spark adds without rounding.
+    """
+
+    output: str
+    function: str
+    argument: int | None
+    exact: bool
 
 
 class GroupKey(NamedTuple):
@@ -53,10 +71,12 @@ class GroupByShape:
     Attributes:
         sources: the source members it reads, each once.
         keys: its grouping columns.
+        aggregates: its other outputs, in the order of its ``SELECT`` list.
     """
 
     sources: tuple[str, ...]
     keys: tuple[GroupKey, ...]
+    aggregates: tuple[AggregateOutput, ...] = ()
 
 
 def analyzed_plan(frame: DataFrame) -> Any | None:
@@ -93,31 +113,59 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
         return relations
     if unread := [name for name in sources if name not in relations]:
         return f"its query does not read its source {unread[0]!r}"
-    keys = _group_keys(plan, relations)
-    if isinstance(keys, str):
-        return keys
+    outputs = _outputs(plan, relations)
+    if isinstance(outputs, str):
+        return outputs
+    keys, aggregates = outputs
     if unnarrowed := [name for name in relations if name not in keyed and name not in {key.source for key in keys}]:
         return (f"no GROUP BY column comes from {unnarrowed[0]} and it is not joined on its key, so every run "
                 f"would read it whole")
-    return GroupByShape(tuple(relations), tuple(keys))
+    return GroupByShape(tuple(relations), tuple(keys), tuple(aggregates))
 
 
-def _group_keys(plan: Any, relations: Mapping[str, Any]) -> list[GroupKey] | str:
-    """The ``Aggregate``'s grouping columns as its outputs name them, or why its outputs are not
-    those columns and plain supported aggregates."""
+def _outputs(plan: Any, relations: Mapping[str, Any]) -> tuple[list[GroupKey], list[AggregateOutput]] | str:
+    """The ``Aggregate``'s grouping columns as its outputs name them and its aggregates, or why its
+    outputs are not those columns and plain supported aggregates."""
     grouping = _grouping_columns(plan, relations)
     if isinstance(grouping, str):
         return grouping
-    keys = []
+    keys: list[GroupKey] = []
+    aggregates: list[AggregateOutput] = []
+    arguments: list[Any] = []
     for output in _items(plan.aggregateExpressions()):
         inner = output.child() if _kind(output) == "Alias" else output
         if _kind(inner) == "AttributeReference" and int(inner.exprId().id()) in grouping:
             keys.append(GroupKey(str(output.name()), *grouping[int(inner.exprId().id())]))
         elif (reason := _aggregate_reason(inner)) is not None:
             return reason
+        else:
+            aggregates.append(_aggregate(str(output.name()), inner.aggregateFunction(), arguments))
     if {(key.source, key.column) for key in keys} != set(grouping.values()):
         return "a GROUP BY column is not in its SELECT list"
-    return keys
+    return keys, aggregates
+
+
+def _aggregate(output: str, function: Any, arguments: list[Any]) -> AggregateOutput:
+    """The aggregate ``function`` named ``output``; ``arguments`` (the distinct arguments seen so
+    far, as Spark expressions) gains its argument when new."""
+    children = _items(function.children())
+    if all(child.foldable() and not child.nullable() for child in children):
+        return AggregateOutput(output, AGGREGATES[_kind(function)], None, True)
+    argument = children[0] if len(children) == 1 else function
+    index = next((i for i, seen in enumerate(arguments) if seen.semanticEquals(argument)), len(arguments))
+    if index == len(arguments):
+        arguments.append(argument)
+    return AggregateOutput(output, AGGREGATES[_kind(function)], index, _exact(str(argument.dataType().typeName())))
+
+
+def _exact(type_name: str) -> bool:
+    """Whether Spark sums values of the type named ``type_name`` exactly: integers, and decimals
+    whose sum's type (precision + 10, at most 38) leaves room to add three sums without Spark
+    rounding their scale (a scale of at most 6, or a precision of at most 26)."""
+    if type_name in ("byte", "short", "integer", "long"):
+        return True
+    decimal = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", type_name)
+    return decimal is not None and (int(decimal[2]) <= 6 or int(decimal[1]) <= 26)
 
 
 def _columns(relations: Mapping[str, Any]) -> dict[int, tuple[str, str]]:

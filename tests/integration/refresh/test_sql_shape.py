@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.sql_shape import GroupByShape, GroupKey, group_by_shape
+from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape, GroupKey, group_by_shape
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,28 @@ def test_a_group_by_over_one_source_is_incremental(views: SparkSession, query: s
     if keys is None:
         assert shape == "it groups by an expression that is not a column of its sources"
     else:
-        assert shape == GroupByShape(("src",), tuple(GroupKey(output, "src", column) for output, column in keys))
+        assert isinstance(shape, GroupByShape), shape
+        assert shape.sources == ("src",)
+        assert shape.keys == tuple(GroupKey(output, "src", column) for output, column in keys)
+
+
+@pytest.mark.parametrize(("query", "aggregates"), [
+    ("SELECT k, COUNT(*) AS n, COUNT(v) nv, SUM(v) s, AVG(v) a, MIN(v) lo, MAX(v) hi FROM src WHERE v > 1 GROUP BY k",
+     [("n", "count", None, True), ("nv", "count", 0, True), ("s", "sum", 0, True), ("a", "avg", 0, True),
+      ("lo", "min", 0, True), ("hi", "max", 0, True)]),
+    ("SELECT k, COUNT(1) AS n, SUM(v * 2) AS s, COUNT(v) AS nv, SUM(id) AS i, COUNT(id) AS ni FROM src GROUP BY k",
+     [("n", "count", None, True), ("s", "sum", 0, True), ("nv", "count", 1, True), ("i", "sum", 2, True),
+      ("ni", "count", 2, True)]),
+    ("SELECT k, SUM(CAST(v AS double)) AS d, SUM(CAST(v AS decimal(30, 8))) AS wide, SUM(CAST(v AS decimal(26, 8))) "
+     "AS narrow FROM src GROUP BY k",
+     [("d", "sum", 0, False), ("wide", "sum", 1, False), ("narrow", "sum", 2, True)]),
+])
+def test_a_group_by_shape_names_its_aggregates_and_their_arguments(
+    views: SparkSession, query: str, aggregates: list[tuple[str, str, int | None, bool]]
+) -> None:
+    shape = group_by_shape(views.sql(query), {"src": ("id",)})
+    assert isinstance(shape, GroupByShape), shape
+    assert shape.aggregates == tuple(AggregateOutput(*aggregate) for aggregate in aggregates)
 
 
 @pytest.mark.parametrize(("query", "reason"), [
