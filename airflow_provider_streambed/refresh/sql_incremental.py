@@ -46,6 +46,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
 from airflow_provider_streambed.refresh.members import bound_query, read_sources
+from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, has_extremes, updated_aggregates
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
@@ -68,13 +69,15 @@ def stage_sql_member(
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
     at_w = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)  # read once
 
-    def whole(why: str) -> MemberManifest:
-        reason = f"whole: {why}" if why else ""
+    def staged(frame: DataFrame, reason: str) -> MemberManifest:
         if reason:
             logger.info("%s: %s", where, reason)
+        return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
+                                   reason=reason, resynced=resynced)
+
+    def whole(why: str) -> MemberManifest:
         with bound_query(spark, group, member, at_w) as frame:
-            return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                                       reason=reason, resynced=resynced)
+            return staged(frame, f"whole: {why}" if why else "")
 
     if not member.incremental:
         return whole("")
@@ -84,14 +87,40 @@ def stage_sql_member(
     if isinstance(basis, str) or isinstance(shape, str):
         return whole(f"not incremental: {basis}")
     previous, changes = basis
-    touched = touched_groups(spark, group, member, shape, changes, sources, at_w)
+    if (not_summed := delta_reason(shape)) is None:
+        previous, touched = updated_output(spark, group, member, shape, previous, changes[shape.sources[0]], at_w)
+        reason = f"its aggregates updated from the changes of {shape.sources[0]}"
+        if not has_extremes(shape):
+            return staged(previous, reason)
+        reason += ", the groups that lost rows recomputed for MIN and MAX"
+    else:
+        touched = touched_groups(spark, group, member, shape, changes, sources, at_w)
+        reason = (f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept "
+                  f"(not updated from the changes alone: {not_summed})")
     if why := mostly_touched(previous, touched):
         return whole(why)
-    reason = f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept"
-    logger.info("%s: %s", where, reason)
     with maintained_output(spark, group, member, shape, previous, touched, at_w) as output:
-        return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
-                                   reason=reason, resynced=resynced)
+        return staged(output, reason)
+
+
+def updated_output(
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, previous: DataFrame,
+    changes: Changes, at_w: Mapping[str, DataFrame],
+) -> tuple[DataFrame, DataFrame]:
+    """The member's output at W updated from its ``previous`` output and its one source's
+    ``changes`` (:func:`.sql_delta.updated_aggregates`; the source's rows are not read; held by
+    Spark when the query has ``MIN`` or ``MAX``), and the output keys of the groups that lost rows
+    (whose ``MIN`` and ``MAX`` it does not know)."""
+    results = []
+    for rows in (changes.added, changes.removed):
+        with bound_query(spark, group, member, {**at_w, shape.sources[0]: rows}) as frame:
+            results.append(frame)  # analysed: its plan no longer needs the views
+    added, removed = results
+    updated = updated_aggregates(shape, previous, added, removed, added.schema)
+    if has_extremes(shape):  # read twice: held
+        updated = updated.localCheckpoint()
+    lost = updated.where(LOST).select(*[key.output for key in shape.keys])
+    return required_as(updated.drop(LOST), added.schema), lost
 
 
 def mostly_touched(previous: DataFrame, touched: DataFrame) -> str:

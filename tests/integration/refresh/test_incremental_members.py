@@ -36,6 +36,10 @@ OWNER_STATS = ("SELECT owner, COUNT(*) AS n, COUNT(balance) AS counted, SUM(bala
                "MIN(balance) AS low, MAX(balance) AS high FROM accounts WHERE id % 10 <> 3 GROUP BY owner")
 KIND_STATS = ("SELECT kind, COUNT(*) AS n, SUM(n) AS total, AVG(n) AS mean, MIN(n) AS low, MAX(n) AS high "
               "FROM events GROUP BY kind")
+#: Updated from the changes alone (no AVG, an exact SUM beside the COUNT of its argument)
+OWNER_SUMS = ("SELECT owner, COUNT(*) AS n, COUNT(balance) AS counted, SUM(balance) AS total, MIN(balance) AS low, "
+              "MAX(balance) AS high FROM accounts WHERE id % 10 <> 3 GROUP BY owner")
+KIND_SUMS = "SELECT kind, COUNT(*) AS n, COUNT(n) AS counted, SUM(n) AS total FROM events GROUP BY kind"
 GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     Mirror("public.accounts"),
     Mirror("public.events", compact_deleted_ratio=0.2),
@@ -48,9 +52,14 @@ GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     SqlMember("owner_stats_whole", f"SELECT * FROM ({OWNER_STATS}) t", sources=["accounts"], incremental=True),
     SqlMember("kind_stats", KIND_STATS, sources=["events"], incremental=True),
     SqlMember("kind_stats_whole", f"SELECT * FROM ({KIND_STATS}) t", sources=["events"]),
+    SqlMember("owner_sums", OWNER_SUMS, sources=["accounts"], incremental=True),
+    SqlMember("owner_sums_whole", f"SELECT * FROM ({OWNER_SUMS}) t", sources=["accounts"]),
+    SqlMember("kind_sums", KIND_SUMS, sources=["events"], incremental=True),
+    SqlMember("kind_sums_whole", f"SELECT * FROM ({KIND_SUMS}) t", sources=["events"]),
 ))
-UPDATED = ("from its previous output", "the groups of")
-INCREMENTAL = ("owners", "kinds", "owner_stats", "kind_stats")
+SUMMED = "its aggregates updated from the changes of"
+UPDATED = ("from its previous output", "the groups of", SUMMED)
+INCREMENTAL = ("owners", "kinds", "owner_stats", "kind_stats", "owner_sums", "kind_sums")
 
 
 def _bag(table: pa.Table) -> Counter[tuple[Any, ...]]:
@@ -105,8 +114,12 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
         assert reasons[name][0] == ("whole: not incremental: no previous output of its definition "
                                     "(its first cut, or its definition changed)")
         assert sum(reason.startswith(UPDATED) for reason in reasons[name]) >= 2, reasons[name]
-    for name in ("owners", "owner_stats"):
+    for name in ("owners", "owner_stats", "owner_sums"):
         assert "whole: not incremental: its source 'accounts' changed its columns" in reasons[name], reasons[name]
+    assert f"{SUMMED} accounts, the groups that lost rows recomputed for MIN and MAX" in reasons["owner_sums"]
+    assert f"{SUMMED} events" in reasons["kind_sums"]
+    assert all(reason.endswith("(not updated from the changes alone: AVG (mean) is rounded by Spark)")
+               for reason in reasons["owner_stats"] if reason.startswith("the groups of")), reasons["owner_stats"]
     assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
 
 
@@ -139,7 +152,8 @@ def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_ever
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, JOINS, JOIN_SCHEMA) as cuts:
         _, reasons = _check_cuts(cuts, sqlite_catalog_uri, changes, ("regions", "region_kinds"))
     for name, sources in (("regions", "payments JOIN branches"), ("region_kinds", "branches JOIN payments")):
-        assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept"] * 5
+        assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept "
+                                     "(not updated from the changes alone: a join's aggregates are recomputed)"] * 5
     assert cuts.staged["kind_regions"].reason == "whole: not incremental: a join not on the key of branches or payments"
     assert cuts.staged["region_totals"].reason == ("whole: not incremental: no GROUP BY column comes from payments "
                                                    "and it is not joined on its key, so every run would read it whole")
