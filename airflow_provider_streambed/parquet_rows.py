@@ -42,14 +42,17 @@ def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.A
     return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
-def rows_at_positions(parquet: pq.ParquetFile, positions: np.ndarray) -> pa.Table:
-    """The rows of ``parquet`` at ``positions`` (sorted), as stored, from the row groups holding them."""
+def rows_at_positions(parquet: pq.ParquetFile, positions: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+    """The rows of ``parquet`` at ``positions`` (sorted), as stored (its ``columns`` only, when
+    given), from the row groups holding them."""
     metadata = parquet.metadata
     sizes = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
     starts = np.cumsum(sizes) - sizes
     group_of = np.searchsorted(starts, positions, side="right") - 1
     parts = [
-        parquet.read_row_group(int(group)).take(pa.array(positions[group_of == group] - starts[group], pa.int64()))
+        parquet.read_row_group(int(group), columns=columns).take(
+            pa.array(positions[group_of == group] - starts[group], pa.int64()))
         for group in np.unique(group_of)
     ]
-    return pa.concat_tables(parts) if parts else parquet.schema_arrow.empty_table()
+    empty = parquet.schema_arrow.empty_table()
+    return pa.concat_tables(parts) if parts else empty if columns is None else empty.select(columns)

@@ -79,27 +79,28 @@ def whole_reason(name: str, source: SourceState) -> str | None:
     return None
 
 
-def source_changes(spark: SparkSession, source: SourceState) -> Changes:
-    """The source's rows removed and added this run (the source must give changes: see :func:`whole_reason`)."""
+def source_changes(spark: SparkSession, source: SourceState, names: list[str] | None = None) -> Changes:
+    """The source's rows removed and added this run, with its columns ``names`` (default: all; the
+    source must give changes: see :func:`whole_reason`)."""
     staged = source.staged
-    added = (SnapshotScan(spark, SnapshotFiles(staged.files, staged.delete_files), source.columns).rows()
+    added = (SnapshotScan(spark, SnapshotFiles(staged.files, staged.delete_files), source.columns).rows(names)
              if staged is not None and staged.files else None)
-    rows = removed_rows(source.previous, staged.delete_files, source.columns) if staged is not None else None
+    rows = removed_rows(source.previous, staged.delete_files, source.columns, names) if staged is not None else None
     removed = None if rows is None else spark.createDataFrame(rows)
     like = added if added is not None else removed
     if like is None:
-        like = SnapshotScan(spark, source.previous, source.columns).rows()
+        like = SnapshotScan(spark, source.previous, source.columns).rows(names)
     if removed is not None:  # read by pyarrow: Spark's types of the columns, as its read of the files gives them
         removed = removed.select(*[F.col(field.name).cast(field.dataType) for field in like.schema.fields])
     empty = like.limit(0)
     return Changes(empty if removed is None else removed, empty if added is None else added)
 
 
-def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...],
-                 columns: FileColumns | None) -> pa.Table | None:
+def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns: FileColumns | None,
+                 names: list[str] | None = None) -> pa.Table | None:
     """The rows of ``previous``'s data files that ``delete_files`` name, read in this process from
-    the row groups that hold them (as ``columns`` when given), never a whole table; ``None`` when
-    there are none."""
+    the row groups that hold them (as ``columns`` when given; only the columns ``names``, when
+    given), never a whole table; ``None`` when there are none."""
     if not delete_files:
         return None
     pairs = []
@@ -113,8 +114,12 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...],
     def read(name: str, uri: str) -> pa.Table:
         filesystem, path = storage.filesystem(uri)
         with filesystem.open_input_file(path) as stream:
-            rows = rows_at_positions(pq.ParquetFile(stream), wanted[name])
-        return rows if columns is None else columns.conform(rows)
+            parquet = pq.ParquetFile(stream)
+            stored = None if names is None else names if columns is None else [
+                held for column in names for held in columns.held(column, parquet.schema_arrow.names)]
+            rows = rows_at_positions(parquet, wanted[name], stored)
+        rows = rows if columns is None else columns.conform(rows)
+        return rows if names is None else rows.select(names)
 
     named = [(name, uri) for name, uri in file_names(previous.data).items() if name in wanted]
     with ThreadPoolExecutor(READ_THREADS) as pool:
@@ -123,10 +128,11 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...],
 
 
 def incremental_basis(
-    spark: SparkSession, spec: JobSpec, member: str, sources: Mapping[str, SourceState]
+    spark: SparkSession, spec: JobSpec, member: str, sources: Mapping[str, SourceState],
+    read: Mapping[str, list[str]] | None = None,
 ) -> tuple[DataFrame, dict[str, Changes]] | str:
-    """Member ``member``'s output in the previous cut and its sources' changes, or why the member
-    must be computed whole this run."""
+    """Member ``member``'s output in the previous cut and its sources' changes (with the columns
+    ``read`` names per source, default all), or why the member must be computed whole this run."""
     if str(spark.conf.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
         return f"{INCREMENTAL_CONF} is false (a full refresh)"
     if member not in spec.incremental:
@@ -137,5 +143,6 @@ def incremental_basis(
     for name, source in sources.items():
         if (reason := whole_reason(name, source)) is not None:
             return reason
-    changes = {name: source_changes(spark, source) for name, source in sources.items()}
+    changes = {name: source_changes(spark, source, None if read is None else read[name])
+               for name, source in sources.items()}
     return SnapshotScan(spark, previous).rows(), changes

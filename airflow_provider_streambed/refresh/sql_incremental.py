@@ -83,7 +83,7 @@ def stage_sql_member(
         return whole("")
     with bound_query(spark, group, member, at_w) as frame:
         shape = group_by_shape(frame, {name: source.key for name, source in sources.items()})
-    basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources)
+    basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources, shape.read)
     if isinstance(basis, str) or isinstance(shape, str):
         return whole(f"not incremental: {basis}")
     previous, changes = basis

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame
@@ -72,11 +72,13 @@ class GroupByShape:
         sources: the source members it reads, each once.
         keys: its grouping columns.
         aggregates: its other outputs, in the order of its ``SELECT`` list.
+        read: per source, the columns the query reads (a ``*`` reads them all).
     """
 
     sources: tuple[str, ...]
     keys: tuple[GroupKey, ...]
     aggregates: tuple[AggregateOutput, ...] = ()
+    read: Mapping[str, list[str]] = field(default_factory=dict)
 
 
 def analyzed_plan(frame: DataFrame) -> Any | None:
@@ -120,7 +122,21 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
     if unnarrowed := [name for name in relations if name not in keyed and name not in {key.source for key in keys}]:
         return (f"no GROUP BY column comes from {unnarrowed[0]} and it is not joined on its key, so every run "
                 f"would read it whole")
-    return GroupByShape(tuple(relations), tuple(keys), tuple(aggregates))
+    referenced = _referenced(plan, {name.lower() for name in sources})
+    read = {name: [str(column.name()) for column in _items(relation.output())
+                   if int(column.exprId().id()) in referenced] for name, relation in relations.items()}
+    return GroupByShape(tuple(relations), tuple(keys), tuple(aggregates), read)
+
+
+def _referenced(node: Any, sources: set[str]) -> set[int]:
+    """The expression ids of the columns the nodes of ``node`` down to the source relations (by
+    lower-cased name) refer to."""
+    if node.nodeName() == "SubqueryAlias" and str(node.alias()).lower() in sources:
+        return set()
+    ids = {int(column.exprId().id()) for column in _items(node.references().toSeq())}
+    for child in _items(node.children()):
+        ids |= _referenced(child, sources)
+    return ids
 
 
 def _outputs(plan: Any, relations: Mapping[str, Any]) -> tuple[list[GroupKey], list[AggregateOutput]] | str:

@@ -69,6 +69,20 @@ def test_a_group_by_shape_names_its_aggregates_and_their_arguments(
     assert shape.aggregates == tuple(AggregateOutput(*aggregate) for aggregate in aggregates)
 
 
+@pytest.mark.parametrize(("query", "read"), [
+    ("SELECT k, COUNT(*) AS n, SUM(v) AS s FROM src WHERE v > 1 GROUP BY k", {"src": ["k", "v"]}),
+    ("SELECT k, COUNT(*) AS n FROM src WHERE id > 1 GROUP BY k", {"src": ["id", "k"]}),
+    ("SELECT k, SUM(v) FROM (SELECT * FROM src WHERE v > 0) t GROUP BY k", {"src": ["id", "k", "v"]}),
+    ("SELECT s.k, d.region, COUNT(*) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY s.k, d.region",
+     {"src": ["id", "k"], "dim": ["id", "part", "region"]}),
+])
+def test_a_group_by_shape_names_the_columns_it_reads(views: SparkSession, query: str,
+                                                     read: dict[str, list[str]]) -> None:
+    shape = group_by_shape(views.sql(query), _sources(query))
+    assert isinstance(shape, GroupByShape), shape
+    assert shape.read == read
+
+
 @pytest.mark.parametrize(("query", "reason"), [
     ("SELECT k, row_number() OVER (ORDER BY k) FROM src", "window function"),
     ("SELECT k, COUNT(*) FROM src GROUP BY k ORDER BY k", "ORDER BY"),
