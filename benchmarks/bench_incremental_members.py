@@ -24,8 +24,8 @@ printed beside (random updates touch every row group), and so is the floor of an
 member: staging its 100-row output alone (a Spark job and its commit). Goals: <= 10 % (0.1 %) and <= 20 % (1 %)
 of full.
 
-Run: ``.venv/bin/python -m benchmarks.bench_incremental_members [--rows 10000000] [--repeats 3]``
-(default 1,000,000 rows).
+Run: ``.venv/bin/python -m benchmarks.bench_incremental_members [--rows 10000000] [--repeats 3]
+[--members grp_stats]`` (default 1,000,000 rows, every member).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ JOIN = SqlMember("region_stats", "SELECT f.grp, d.region, COUNT(*) AS n, SUM(f.a
                  incremental=True)
 GROUP = RefreshGroup("bench", "src", "cat", "bench",
                      (Mirror("public.facts"), Mirror("public.dims"), PYTHON, SQL, JOIN))
+MEMBERS = (PYTHON, SQL, JOIN)
 GOALS = {0.001: 0.10, 0.01: 0.20}
 
 
@@ -120,8 +121,8 @@ def write_dims(spark: SparkSession, directory: Path) -> SourceState:
 
 def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims: SourceState,
           previous: dict[str, MemberManifest], fraction: float, repeats: int, inserts: bool = False) -> None:
-    """Three lines, the Python, the SQL and the SQL join member, after ``fraction`` changed rows
-    (updates of random keys, or ``inserts``)."""
+    """A line per member of ``previous`` (the Python, the SQL and the SQL join member), after
+    ``fraction`` changed rows (updates of random keys, or ``inserts``)."""
     lsn = 1000 + int(fraction * 1e6) + (500 if inserts else 0)
     path = work / f"changes-{lsn}" / "c.parquet"
     capture = write_inserts(rows, fraction, lsn, path) if inserts else write_changelog(rows, fraction, lsn, path, lsn)
@@ -136,11 +137,12 @@ def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims:
     shape = "inserted" if inserts else "updated (random keys)"
     print(f"{fraction:>6.1%} rows {shape}: {staged.row_count:,} new rows, {staged.deleted_rows:,} deleted "
           f"(reading the removed rows: {read_removed:.2f} s)")
-    output = spark.read.parquet(*previous[SQL.name].files)
-    floor = median_seconds(partial(stage_member_output, output, (work / f"floor-{lsn}").as_uri(), SQL.name,
-                                   Lsn(lsn)), repeats)
-    print(f"    floor: staging {SQL.name}'s {output.count()} rows alone takes {floor:.2f} s")
-    for member in (PYTHON, SQL, JOIN):
+    name = next(iter(previous))
+    output = spark.read.parquet(*previous[name].files)
+    floor = median_seconds(partial(stage_member_output, output, (work / f"floor-{lsn}").as_uri(), name, Lsn(lsn)),
+                           repeats)
+    print(f"    floor: staging {name}'s {output.count()} rows alone takes {floor:.2f} s")
+    for member in (member for member in MEMBERS if member.name in previous):
         full_root, incremental_root = work / f"full-{lsn}-{member.name}", work / f"incremental-{lsn}-{member.name}"
         full = median_seconds(partial(compute, spark, whole_spec, member, sources, full_root), repeats)
         updated = median_seconds(partial(compute, spark, spec, member, sources, incremental_root), repeats)
@@ -155,6 +157,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure (the median is printed)")
+    parser.add_argument("--members", nargs="+", choices=[member.name for member in MEMBERS],
+                        default=[member.name for member in MEMBERS], help="the members to time (default: all)")
     arguments = parser.parse_args()
     spark = local_spark_session("bench-incremental-members")
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as directory:
@@ -164,7 +168,7 @@ def main() -> None:
         dims = write_dims(spark, work / "dims")
         sources = {"facts": SourceState(base, None), "dims": dims}
         previous = {member.name: compute(spark, first, member, sources, work / "previous")
-                    for member in (PYTHON, SQL, JOIN)}
+                    for member in MEMBERS if member.name in arguments.members}
         bench(spark, work, arguments.rows, base, dims, previous, 0.001, 1)  # warm-up: JIT, caches
         print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, in-process local[2]")
         for inserts in (False, True):
