@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, StructType
+from pyspark.sql.types import DataType, DecimalType, LongType, StructType
 
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 
@@ -70,8 +70,7 @@ def updated_aggregates(
     merged = combined.groupBy(*keys).agg(*[F.max(name).alias(name) for name in combined.columns if name not in keys])
     counts = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "count"}
     values = [_value(i, aggregate, counts, schema) for i, aggregate in enumerate(shape.aggregates)]
-    rows = counts[None]
-    return merged.where(_total(rows, schema[shape.aggregates[rows].output].dataType) > 0).select(
+    return merged.where(_total(counts[None], LongType()) > 0).select(
         *keys, *values, F.coalesce(F.col(LOST), F.lit(False)).alias(LOST))
 
 
@@ -81,16 +80,17 @@ def _value(i: int, aggregate: AggregateOutput, counts: dict[int | None, int], sc
     if aggregate.function == "count":
         value = _total(i, kind)
     elif aggregate.function == "sum":
-        value = F.when(_total(counts[aggregate.argument], kind) == 0, F.lit(None)).otherwise(_total(i, kind))
+        value = F.when(_total(counts[aggregate.argument], LongType()) == 0, F.lit(None)).otherwise(_total(i, kind))
     else:
         extreme = F.least if aggregate.function == "min" else F.greatest
         value = extreme(*[F.col(f"{_PART}{tag}{i}") for tag in "pa"])
     return value.cast(kind).alias(aggregate.output)
 
 
-def _total(i: int, kind: object) -> Column:
-    """Previous plus added less removed values of aggregate ``i`` (absent: 0), in a decimal of
-    ``kind``'s own (an integer's sums in ``decimal(38, 0)``, so a step never overflows)."""
+def _total(i: int, kind: DataType) -> Column:
+    """Previous plus added less removed values of aggregate ``i`` (absent: 0), of type ``kind``
+    (a ``COUNT``'s: ``bigint``), added in a decimal: ``kind`` itself, or ``decimal(38, 0)`` for
+    an integer, so that no step overflows where the result would not."""
     exact = kind if isinstance(kind, DecimalType) else DecimalType(38, 0)
     parts: Sequence[Column] = [F.coalesce(F.col(f"{_PART}{tag}{i}").cast(exact), F.lit(0).cast(exact))
                                for tag in "par"]
