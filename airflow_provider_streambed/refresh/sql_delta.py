@@ -1,4 +1,4 @@
-"""Aggregates updated from a source's changes alone, without reading the source.
+"""Aggregates updated from a source's changes alone, without scanning the source.
 
 A ``GROUP BY`` over one source is a sum over its rows, group by group, for ``COUNT`` and for a
 ``SUM`` Spark adds exactly (integers, decimals): the member at W is its previous output plus the

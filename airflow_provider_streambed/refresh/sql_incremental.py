@@ -108,7 +108,7 @@ def updated_output(
     changes: Changes, at_w: Mapping[str, DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
     """The member's output at W updated from its ``previous`` output and its one source's
-    ``changes`` (:func:`.sql_delta.updated_aggregates`; the source's rows are not read; held by
+    ``changes`` (:func:`.sql_delta.updated_aggregates`; the source is not scanned; held by
     Spark when the query has ``MIN`` or ``MAX``), and the output keys of the groups that lost rows
     (whose ``MIN`` and ``MAX`` it does not know)."""
     results = []
