@@ -22,8 +22,8 @@ from pyspark.sql.types import DataType, DecimalType, LongType, StructType
 
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 
-#: The functions whose values :func:`updated_aggregates` adds up; ``min`` and ``max`` extend.
-SUMMED = frozenset({"count", "sum"})
+#: The functions whose value :func:`updated_aggregates` knows only for a group that lost no rows.
+EXTREMES = frozenset({"min", "max"})
 #: The prefix of the columns of the parts :func:`updated_aggregates` combines.
 _PART = "_streambed_"
 #: The column of :func:`updated_aggregates`'s result that is true on the groups that lost rows.
@@ -50,7 +50,7 @@ def delta_reason(shape: GroupByShape) -> str | None:
 
 def has_extremes(shape: GroupByShape) -> bool:
     """Whether the query has a ``MIN`` or ``MAX``, which a group that lost rows must recompute."""
-    return any(aggregate.function not in SUMMED for aggregate in shape.aggregates)
+    return any(aggregate.function in EXTREMES for aggregate in shape.aggregates)
 
 
 def updated_aggregates(

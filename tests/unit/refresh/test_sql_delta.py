@@ -39,4 +39,5 @@ def test_other_queries_say_why_their_touched_groups_are_recomputed(shape: GroupB
 
 def test_only_min_and_max_are_extremes() -> None:
     assert not has_extremes(_shape(ROWS, COUNTED, TOTAL))
+    assert not has_extremes(_shape(ROWS, COUNTED, AggregateOutput("a", "avg", 0, True)))
     assert has_extremes(_shape(ROWS, LOW))
