@@ -42,6 +42,10 @@ GRPC_COMPONENTS = ("s3", "master", "volume", "filer", "admin")
 UNSET_ENV = ("S3_BUCKET", "S3_TABLE_BUCKET", "S3_EXTERNAL_URL")
 # Stored files read by the readiness probe: a restarted server answers S3 before its volumes load.
 READ_PROBES = 100
+# Starts tried with newly chosen ports when another process took a chosen port first.
+PORT_ATTEMPTS = 3
+# What the server logs when a port it was given is taken.
+PORT_TAKEN = "Port allocation failed"
 
 
 def find_weed() -> Path:
@@ -170,22 +174,32 @@ class ThrowawaySeaweed:
             raise RuntimeError(f"SeaweedFS is already running (pid {self._process.pid if self._process else '?'})")
         if not self.root.exists():
             raise RuntimeError(f"SeaweedFS was stopped and its directory {self.root} removed")
-        self._choose_ports()
         (self.root / "logs").mkdir(exist_ok=True)
         self.data_dir.mkdir(exist_ok=True)
         env = {key: value for key, value in os.environ.items() if key not in UNSET_ENV}
         env |= {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
         started = time.monotonic()
-        with open(self.root / "server.log", "ab") as log:
-            self._process = subprocess.Popen(
-                self._command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                cwd=self.root, start_new_session=True,
-            )
-        try:
-            self._wait_until_ready()
-        except BaseException:
-            self._terminate()
-            raise
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            chosen = self._choose_ports()
+            log_path = self.root / "server.log"
+            logged = log_path.stat().st_size if log_path.exists() else 0
+            with open(log_path, "ab") as log:
+                self._process = subprocess.Popen(
+                    self._command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                    cwd=self.root, start_new_session=True,
+                )
+            try:
+                self._wait_until_ready()
+                break
+            except BaseException:
+                self._terminate()
+                taken = PORT_TAKEN in log_path.read_bytes()[logged:].decode("utf-8", errors="replace")
+                if not (taken and chosen and attempt < PORT_ATTEMPTS):
+                    raise
+            # a port chosen free was bound by another process before the server bound it: choose again
+            logger.info("SeaweedFS: a chosen port was taken meanwhile (attempt %d), choosing new ones", attempt)
+            for name in chosen:
+                setattr(self, name, 0)
         logger.info("SeaweedFS started in %.1f s: S3 %s, catalog %s (%s)", time.monotonic() - started,
                     self.s3_endpoint, self.catalog_uri, self.root)
         return self
@@ -223,17 +237,23 @@ class ThrowawaySeaweed:
             "-volume.preStopSeconds=0",  # a graceful stop in ~1 s instead of ~2 s
         ]
 
-    def _choose_ports(self) -> None:
+    def _choose_ports(self) -> list[str]:
+        """Choose a free port for each port not set; returns the names of the attributes set."""
         taken = {port for port in self._ports() if port}
         taken |= {port + GRPC_OFFSET for port in self._grpc_ports() if port}
+        chosen = []
         for component in GRPC_COMPONENTS:
             if not getattr(self, f"{component}_port"):
                 port = free_port_with_grpc(taken)
                 setattr(self, f"{component}_port", port)
                 taken |= {port, port + GRPC_OFFSET}
+                chosen.append(f"{component}_port")
+        if not self.iceberg_port:
+            chosen.append("iceberg_port")
         while not self.iceberg_port:
             port = free_port()
             self.iceberg_port = 0 if port in taken else port
+        return chosen
 
     def _grpc_ports(self) -> list[int]:
         return [getattr(self, f"{component}_port") for component in GRPC_COMPONENTS]

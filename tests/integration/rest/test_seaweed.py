@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import pyarrow as pa
 import pytest
 import requests
 from pyiceberg.catalog import load_catalog
 
+from airflow_provider_streambed.testing import seaweed as seaweed_module
 from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
 
 pytestmark = pytest.mark.slow
@@ -47,3 +49,33 @@ def test_tables_survive_a_crash(seaweed: ThrowawaySeaweed, rest_properties: dict
     assert not seaweed.root.exists()
     with pytest.raises(requests.exceptions.ConnectionError):
         requests.get(f"{seaweed.catalog_uri}/v1/config", timeout=5)
+
+
+def test_a_chosen_port_taken_before_the_server_binds_it_is_chosen_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:  # another process's listener
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        chosen = seaweed_module.free_port_with_grpc
+        handed: list[int] = []
+
+        def first_taken(taken: set[int]) -> int:
+            handed.append(held if not handed else chosen(taken))
+            return handed[-1]
+
+        monkeypatch.setattr(seaweed_module, "free_port_with_grpc", first_taken)
+        with ThrowawaySeaweed() as server:
+            assert server.s3_port != held  # s3 is the first component given a port
+            assert seaweed_module.PORT_TAKEN in server.server_log()
+            requests.get(f"{server.catalog_uri}/v1/config", timeout=5).raise_for_status()
+    assert handed[0] == held
+
+
+def test_a_port_set_by_the_caller_and_taken_fails_the_start() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        server = ThrowawaySeaweed(volume_port=holder.getsockname()[1])
+        with pytest.raises(RuntimeError, match="Port allocation failed"):
+            server.start()
+        server.stop()
