@@ -8,7 +8,9 @@ sources lost this run) read removed rows this way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,9 +37,17 @@ def positions_by_file(pairs: pa.Table) -> dict[str, pa.Array]:
 
 def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.Array]:
     """The positions each data file lost to ``deletes`` (Parquet position-delete files), sorted and distinct."""
+    return read_positions((delete.file_path for delete in deletes), lambda path: io.new_input(path).open())
+
+
+def read_positions(
+    paths: Iterable[str], open_file: Callable[[str], AbstractContextManager[Any]]
+) -> dict[str, pa.Array]:
+    """The positions each data file lost to the position-delete files at ``paths``, each opened
+    for reading by ``open_file``, sorted and distinct."""
     tables = []
-    for delete in deletes:
-        with io.new_input(delete.file_path).open() as stream:
+    for path in paths:
+        with open_file(path) as stream:
             tables.append(pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS]))
     return positions_by_file(pa.concat_tables(tables)) if tables else {}
 

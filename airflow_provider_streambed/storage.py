@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Mapping
 from functools import lru_cache
 
+import pyarrow as pa
 from pyarrow import fs
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
@@ -43,6 +44,12 @@ def filesystem(uri: str, properties: Mapping[str, str] | None = None) -> tuple[f
         return fs.FileSystem.from_uri(uri)  # decodes a file URI (%20), refuses what it cannot read
     io = _file_io(frozenset((key, str(value)) for key, value in properties.items()))
     return io.fs_by_scheme(scheme, netloc), path
+
+
+def open_input(uri: str) -> pa.NativeFile:
+    """The file at ``uri`` opened for reading (an object store configured from the environment)."""
+    filesystem_of, path = filesystem(uri)
+    return filesystem_of.open_input_file(path)
 
 
 def transfer(source: str, target: str, properties: Mapping[str, str] | None = None) -> None:

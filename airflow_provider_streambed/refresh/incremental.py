@@ -23,9 +23,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file, rows_at_positions
+from airflow_provider_streambed.parquet_rows import READ_THREADS, read_positions, rows_at_positions
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
-from airflow_provider_streambed.staging import DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest, SnapshotFiles
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
 
@@ -103,17 +103,11 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
     given), never a whole table; ``None`` when there are none."""
     if not delete_files:
         return None
-    pairs = []
-    for uri in delete_files:
-        filesystem, path = storage.filesystem(uri)
-        with filesystem.open_input_file(path) as stream:
-            pairs.append(pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS]))
-    wanted = {path.rsplit("/", 1)[-1]: found.to_numpy() for path, found in positions_by_file(
-        pa.concat_tables(pairs)).items()}
+    wanted = {path.rsplit("/", 1)[-1]: found.to_numpy()
+              for path, found in read_positions(delete_files, storage.open_input).items()}
 
     def read(name: str, uri: str) -> pa.Table:
-        filesystem, path = storage.filesystem(uri)
-        with filesystem.open_input_file(path) as stream:
+        with storage.open_input(uri) as stream:
             parquet = pq.ParquetFile(stream)
             stored = None if names is None else names if columns is None else [
                 held for column in names for held in columns.held(column, parquet.schema_arrow.names)]
