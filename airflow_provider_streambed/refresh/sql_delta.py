@@ -70,8 +70,8 @@ def updated_aggregates(
     merged = combined.groupBy(*keys).agg(*[F.max(name).alias(name) for name in combined.columns if name not in keys])
     counts = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "count"}
     values = [_value(i, aggregate, counts, schema) for i, aggregate in enumerate(shape.aggregates)]
-    return merged.where(_total(counts[None], LongType()) > 0).select(
-        *keys, *values, F.coalesce(F.col(LOST), F.lit(False)).alias(LOST))
+    rows = shape.aggregates[counts[None]].output
+    return merged.select(*keys, *values, F.coalesce(F.col(LOST), F.lit(False)).alias(LOST)).where(F.col(rows) > 0)
 
 
 def _value(i: int, aggregate: AggregateOutput, counts: dict[int | None, int], schema: StructType) -> Column:
