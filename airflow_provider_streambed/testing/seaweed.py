@@ -179,9 +179,9 @@ class ThrowawaySeaweed:
         env = {key: value for key, value in os.environ.items() if key not in UNSET_ENV}
         env |= {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
         started = time.monotonic()
+        log_path = self.root / "server.log"
         for attempt in range(1, PORT_ATTEMPTS + 1):
             chosen = self._choose_ports()
-            log_path = self.root / "server.log"
             logged = log_path.stat().st_size if log_path.exists() else 0
             with open(log_path, "ab") as log:
                 self._process = subprocess.Popen(
