@@ -10,13 +10,11 @@ readable and writable by the server (a shared file system or object storage).
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.refresh.submit import CONNECT_VARIABLES
+from airflow_provider_streambed.refresh.connect_variables import connect_mode
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -61,23 +59,3 @@ def run_on_connect(
             return run_job(spark, spec, members)
         finally:
             spark.stop()
-
-
-@contextmanager
-def connect_mode() -> Iterator[None]:
-    """Undo, on exit, the process-wide switch pyspark makes when a remote session is created.
-
-    pyspark sets ``SPARK_CONNECT_MODE_ENABLED`` (and may set ``SPARK_REMOTE``) in ``os.environ``,
-    which turns every later PySpark call in this process, and every spark-submit it starts, into
-    Spark Connect ones (a later spark-submit job then fails). The variables are restored when the
-    refresh is done.
-    """
-    saved = {name: os.environ.get(name) for name in CONNECT_VARIABLES}
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

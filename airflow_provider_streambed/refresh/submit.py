@@ -17,6 +17,7 @@ from pathlib import Path
 
 from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
+from airflow_provider_streambed.refresh.connect_variables import CONNECT_VARIABLES
 from airflow_provider_streambed.staging.members import ERROR_MARKER, FINAL_ERROR_MARKER
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,6 @@ LOCAL_CONF = {
     "spark.driver.memory": "1g",
     "spark.sql.adaptive.enabled": "true",
 }
-#: Environment variables by which pyspark decides, process-wide, that it talks to Spark Connect.
-CONNECT_VARIABLES = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 
 
 def job_application() -> str:
