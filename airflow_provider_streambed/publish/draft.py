@@ -11,7 +11,7 @@ from airflow_provider_streambed.exceptions import PublishConflictError, PublishE
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.members import MemberPlan
-from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY
+from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, SHAPE_PROPERTY
 from airflow_provider_streambed.staging import MemberManifest
 
 #: Snapshot summary properties every member snapshot of a cut carries.
@@ -68,6 +68,8 @@ class CutDraft:
         }
         if definition := self.manifests[member].definition:
             properties[DEFINITION_PROPERTY] = definition
+        if shape := self.manifests[member].shape:
+            properties[SHAPE_PROPERTY] = shape
         if resynced := self.manifests[member].resynced:
             properties[RESYNC_PROPERTY] = resynced
         properties.update({SOURCE_PROPERTY_PREFIX + name: value

@@ -22,6 +22,7 @@ from airflow_provider_streambed.exceptions import MemberQueryError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes
+from airflow_provider_streambed.refresh.sql_shape import analyzed_plan
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
@@ -82,6 +83,13 @@ def bound_query(
     finally:
         for name in frames:
             spark.catalog.dropTempView(name)
+
+
+def detached(frame: DataFrame) -> DataFrame:
+    """``frame``, made in a :func:`bound_query` block, usable after the block: as it is on a classic
+    session, which resolved the views when it made it; computed now and held on Spark Connect, whose
+    query reads its views when it runs."""
+    return frame if analyzed_plan(frame) is not None else frame.localCheckpoint()
 
 
 def _run_query(spark: SparkSession, group: RefreshGroup, member: SqlMember) -> DataFrame:

@@ -21,7 +21,7 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.member_declarations import Mirror, incremental_member
 from airflow_provider_streambed.refresh.columns import check_mirror_columns
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
-from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, PreviousMember, plan_work
+from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, SHAPE_PROPERTY, PreviousMember, plan_work
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     CaptureManifest,
@@ -100,6 +100,7 @@ def build_job_spec(
         rewrite=rewrite,
         previous_snapshots={name: snapshot_id for name, (_, snapshot_id) in tables.items()},
         incremental=incremental,
+        shapes={name: summaries[name][SHAPE_PROPERTY] for name in incremental if SHAPE_PROPERTY in summaries[name]},
         copies=local_copies(staging_of(catalog), group.name,
                             {name: (*found.files.data, *found.files.deletes) for name, found in planned_files.items()},
                             catalog.properties),

@@ -45,9 +45,10 @@ from pyspark.sql.types import (
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
-from airflow_provider_streambed.refresh.members import bound_query, read_sources
+from airflow_provider_streambed.refresh.member_shape import member_shape
+from airflow_provider_streambed.refresh.members import bound_query, detached, read_sources
 from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, has_extremes, updated_aggregates
-from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
+from airflow_provider_streambed.refresh.sql_shape import GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
 
@@ -69,38 +70,38 @@ def stage_sql_member(
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
     at_w = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)  # read once
 
-    def staged(frame: DataFrame, reason: str) -> MemberManifest:
+    def staged(frame: DataFrame, reason: str, record: str = "") -> MemberManifest:
         if reason:
             logger.info("%s: %s", where, reason)
         return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                                   reason=reason, resynced=resynced)
+                                   reason=reason, resynced=resynced, shape=record)
 
-    def whole(why: str) -> MemberManifest:
+    def whole(why: str, record: str = "") -> MemberManifest:
         with bound_query(spark, group, member, at_w) as frame:
-            return staged(frame, f"whole: {why}" if why else "")
+            return staged(frame, f"whole: {why}" if why else "", record)
 
     if not member.incremental:
         return whole("")
-    with bound_query(spark, group, member, at_w) as frame:
-        shape = group_by_shape(frame, {name: source.key for name, source in sources.items()})
+    shape, record = member_shape(spark, group, member, {name: source.key for name, source in sources.items()}, at_w,
+                                 spec.shapes.get(member.name))
     basis = shape if isinstance(shape, str) else incremental_basis(spark, spec, member.name, sources, shape.read)
     if isinstance(basis, str) or isinstance(shape, str):
-        return whole(f"not incremental: {basis}")
+        return whole(f"not incremental: {basis}", record)
     previous, changes = basis
     if (not_summed := delta_reason(shape)) is None:
         previous, touched = updated_output(spark, group, member, shape, previous, changes[shape.sources[0]], at_w)
         reason = f"its aggregates updated from the changes of {shape.sources[0]}"
         if not has_extremes(shape):
-            return staged(previous, reason)
+            return staged(previous, reason, record)
         reason += ", the groups that lost rows recomputed for MIN and MAX"
     else:
         touched = touched_groups(spark, group, member, shape, changes, sources, at_w)
         reason = (f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept "
                   f"(not updated from the changes alone: {not_summed})")
     if why := mostly_touched(previous, touched):
-        return whole(why)
+        return whole(why, record)
     with maintained_output(spark, group, member, shape, previous, touched, at_w) as output:
-        return staged(output, reason)
+        return staged(output, reason, record)
 
 
 def updated_output(
@@ -114,7 +115,7 @@ def updated_output(
     results = []
     for rows in (changes.added, changes.removed):
         with bound_query(spark, group, member, {**at_w, shape.sources[0]: rows}) as frame:
-            results.append(frame)  # analysed: its plan no longer needs the views
+            results.append(detached(frame))
     added, removed = results
     updated = updated_aggregates(shape, previous, added, removed, added.schema)
     if has_extremes(shape):  # read twice: held
@@ -151,7 +152,7 @@ def touched_groups(
     for name in shape.sources:
         for rows, others in ((changes[name].removed, before), (changes[name].added, after)):
             with bound_query(spark, group, member, {**others, name: rows}) as frame:
-                found.append(frame.select(*keys))
+                found.append(detached(frame.select(*keys)))
     return functools.reduce(DataFrame.unionByName, found).distinct().localCheckpoint()
 
 

@@ -149,6 +149,7 @@ def stage_member_output(
     source: Mapping[str, str] | None = None,
     renamed: Mapping[str, str] | None = None,
     keep_empty: bool = False,
+    shape: str = "",
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -165,7 +166,8 @@ def stage_member_output(
     ``source`` what the capture recorded of a mirror's source table, and ``renamed`` a mirror's
     columns renamed since its last cut (old name -> new). ``keep_empty`` keeps an incremental
     output's file without rows: it carries the member's columns, which publish evolves the table
-    to (a mirror whose source columns changed while no row did).
+    to (a mirror whose source columns changed while no row did). ``shape`` is an incremental SQL
+    member's query shape, recorded with its snapshot (:attr:`MemberManifest.shape`).
     A stale manifest (another W) is removed first, so a crash while writing never leaves a
     manifest that names files of another W.
     """
@@ -203,6 +205,7 @@ def stage_member_output(
         resynced=resynced,
         source=dict(source or {}),
         renamed=dict(renamed or {}),
+        shape=shape,
     )
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,

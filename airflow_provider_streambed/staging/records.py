@@ -201,6 +201,8 @@ class MemberManifest:
         source: what the capture recorded of a mirror's source table
             (:meth:`TableCapture.source_record`), kept with its snapshot.
         renamed: a resynced mirror's columns renamed since the last cut (old name -> new).
+        shape: an incremental SQL member's query shape, recorded with its snapshot for later
+            runs (JSON, :mod:`airflow_provider_streambed.refresh.member_shape`; empty: none).
     """
 
     member: str
@@ -219,6 +221,7 @@ class MemberManifest:
     resynced: str = ""
     source: Mapping[str, str] = field(default_factory=dict)
     renamed: Mapping[str, str] = field(default_factory=dict)
+    shape: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -249,6 +252,7 @@ class MemberManifest:
             resynced=data.get("resynced", ""),
             source=dict(data.get("source", {})),
             renamed=dict(data.get("renamed", {})),
+            shape=data.get("shape", ""),
         )
 
 
@@ -277,6 +281,8 @@ class JobSpec:
             records it as its base).
         incremental: derived members that may update their previous snapshot (made from their
             definition now; its files are in ``previous_files``) from their sources' changes.
+        shapes: per incremental SQL member, the query shape recorded with its previous snapshot
+            (:attr:`MemberManifest.shape`).
     """
 
     group: dict[str, Any]
@@ -295,6 +301,7 @@ class JobSpec:
     copies: dict[str, str] = field(default_factory=dict)
     previous_snapshots: dict[str, int] = field(default_factory=dict)
     incremental: tuple[str, ...] = ()
+    shapes: dict[str, str] = field(default_factory=dict)
 
     def previous_snapshot(self, member: str) -> SnapshotFiles:
         """The files of ``member``'s snapshot in the previous cut (none: no previous cut, or not needed)."""
@@ -344,4 +351,5 @@ class JobSpec:
             copies=dict(data.get("copies", {})),
             previous_snapshots={k: int(v) for k, v in data.get("previous_snapshots", {}).items()},
             incremental=tuple(data.get("incremental", ())),
+            shapes=dict(data.get("shapes", {})),
         )

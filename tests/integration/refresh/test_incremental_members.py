@@ -11,9 +11,10 @@ incremental).
 from __future__ import annotations
 
 import functools
+import logging
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,10 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import sql_incremental
+from airflow_provider_streambed.refresh import member_shape, sql_incremental
+from airflow_provider_streambed.refresh.connect_variables import connect_mode
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
+from airflow_provider_streambed.refresh.session import REQUIRED_CONF
 from tests.integration.refresh.cuts import Cuts, cuts_of
 from tests.integration.refresh.workloads import JOIN_SCHEMA, SCHEMA, join_workload, workload
 
@@ -121,6 +124,48 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     assert all(reason.endswith("(not updated from the changes alone: AVG (mean) is rounded by Spark)")
                for reason in reasons["owner_stats"] if reason.startswith("the groups of")), reasons["owner_stats"]
     assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
+
+
+CONNECTED = RefreshGroup("connected", "src", "cat", "connected", (
+    Mirror("public.accounts"),
+    Mirror("public.events", compact_deleted_ratio=0.2),
+    SqlMember("owner_sums", OWNER_SUMS, sources=["accounts"], incremental=True),
+    SqlMember("owner_sums_whole", f"SELECT * FROM ({OWNER_SUMS}) t", sources=["accounts"]),
+    SqlMember("kind_stats", KIND_STATS, sources=["events"], incremental=True),
+    SqlMember("kind_stats_whole", f"SELECT * FROM ({KIND_STATS}) t", sources=["events"], incremental=True),
+))
+
+
+@pytest.fixture
+def connect_spark(spark_connect_url: str) -> Iterator[SparkSession]:
+    """A session of the test session's Spark Connect server, with the job's settings."""
+    with connect_mode():
+        session = SparkSession.builder.remote(spark_connect_url).create()
+        for key, value in REQUIRED_CONF.items():
+            session.conf.set(key, value)
+        try:
+            yield session
+        finally:
+            session.stop()
+
+
+@pytest.mark.usefixtures("always_maintained")
+def test_incremental_sql_members_on_spark_connect_read_their_plan_once_and_equal_a_whole_recompute(
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, connect_spark: SparkSession,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=member_shape.__name__)
+    changes = functools.partial(workload, pg_dsn, random.Random(3405))  # run 4 adds a column to accounts
+    with cuts_of(connect_spark, tmp_path, pg_dsn, sqlite_catalog_uri, CONNECTED, SCHEMA) as cuts:
+        _, reasons = _check_cuts(cuts, sqlite_catalog_uri, changes, ("owner_sums", "kind_stats"))
+    plans = Counter(record.getMessage().split("member=")[1].split(":")[0] for record in caplog.records
+                    if "reading its query's plan with a local Spark" in record.getMessage())
+    # read on the first cut, and again for owner_sums once accounts changed its columns; else recorded
+    assert plans == {"owner_sums": 2, "kind_stats": 1, "kind_stats_whole": 1}
+    assert f"{SUMMED} accounts, the groups that lost rows recomputed for MIN and MAX" in reasons["owner_sums"]
+    assert sum(reason.startswith("the groups of events its changes touched recomputed") for reason in
+               reasons["kind_stats"]) >= 3, reasons["kind_stats"]
+    assert cuts.staged["kind_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
 
 
 REGIONS = ("SELECT p.branch, b.region, COUNT(*) AS n, COUNT(p.amount) AS counted, SUM(p.amount) AS total, "

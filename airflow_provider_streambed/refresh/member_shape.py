@@ -1,0 +1,132 @@
+"""An incremental SQL member's shape: recorded with its output, read from Spark's plan when not.
+
+Reading a query's shape (:mod:`.sql_shape`) needs Spark's analysed plan, which only a classic
+session gives: on Spark Connect it takes a local classic Spark (a JVM in the worker, seconds to
+start) over empty views of the sources' schemas (:func:`local_shape`). So the shape, or why the
+query is not incremental, is recorded with the member's snapshot (its manifest's ``shape``, a
+snapshot property at publish) under a digest of what decides it: the query, its sources' schemas
+and keys, and Spark's version. A run whose digest is the recorded one takes the record, on any
+session; any other reads the plan again, and records it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from pyspark.errors import PySparkRuntimeError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from airflow_provider_streambed.declarations import RefreshGroup
+from airflow_provider_streambed.member_declarations import SqlMember
+from airflow_provider_streambed.refresh.connect_variables import CONNECT_VARIABLES, connect_mode
+from airflow_provider_streambed.refresh.members import bound_query
+from airflow_provider_streambed.refresh.session import REQUIRED_CONF
+from airflow_provider_streambed.refresh.sql_shape import (
+    AggregateOutput,
+    GroupByShape,
+    GroupKey,
+    analyzed_plan,
+    group_by_shape,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The form of a record: a record of another form is not used (its shape is read again).
+RECORD_FORM = 1
+#: Settings of the local session that reads a plan on Spark Connect: one core, no UI.
+LOCAL_ANALYSIS_CONF = {"spark.ui.enabled": "false", "spark.api.mode": "classic", **REQUIRED_CONF}
+
+
+def shape_digest(query: str, schemas: Mapping[str, StructType], keys: Mapping[str, tuple[str, ...]],
+                 spark_version: str) -> str:
+    """A short digest of what decides a query's shape: the query, its sources' ``schemas`` and
+    ``keys`` (by source name), and Spark's version."""
+    text = json.dumps({"form": RECORD_FORM, "query": query, "spark": spark_version,
+                       "sources": {name: [schema.json(), list(keys.get(name, ()))]
+                                   for name, schema in sorted(schemas.items())}}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def to_record(shape: GroupByShape | str, digest: str) -> str:
+    """The JSON record of ``shape`` (or why the query is not incremental) under ``digest``."""
+    if isinstance(shape, str):
+        return json.dumps({"digest": digest, "reason": shape})
+    return json.dumps({"digest": digest, "sources": list(shape.sources), "keys": [list(key) for key in shape.keys],
+                       "aggregates": [list(aggregate) for aggregate in shape.aggregates],
+                       "read": {name: list(columns) for name, columns in shape.read.items()}})
+
+
+def from_record(record: str | None, digest: str) -> GroupByShape | str | None:
+    """The shape (or reason) ``record`` holds when it was recorded under ``digest``, else ``None``."""
+    try:
+        data = json.loads(record or "null")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("digest") != digest:
+        return None
+    if "reason" in data:
+        return str(data["reason"])
+    return GroupByShape(tuple(data["sources"]), tuple(GroupKey(*key) for key in data["keys"]),
+                        tuple(AggregateOutput(*aggregate) for aggregate in data["aggregates"]),
+                        {name: list(columns) for name, columns in data["read"].items()})
+
+
+def member_shape(
+    spark: SparkSession, group: RefreshGroup, member: SqlMember, keys: Mapping[str, tuple[str, ...]],
+    at_w: Mapping[str, DataFrame], recorded: str | None,
+) -> tuple[GroupByShape | str, str]:
+    """The member's query shape over its sources' rows ``at_w`` (with their declared ``keys``), or
+    why it is not incremental, and its record to stage with the output: the ``recorded`` one when
+    its digest holds, else read from the plan of ``spark`` or, on Spark Connect, of a local one."""
+    schemas = {name: frame.schema for name, frame in at_w.items()}
+    digest = shape_digest(member.query, schemas, keys, spark.version)
+    if (shape := from_record(recorded, digest)) is not None:
+        return shape, to_record(shape, digest)
+    with bound_query(spark, group, member, at_w) as frame:
+        read = group_by_shape(frame, keys) if analyzed_plan(frame) is not None else None
+    if read is None:
+        logger.info("group=%s member=%s: reading its query's plan with a local Spark (Spark Connect gives "
+                    "none); the plan is recorded with its output for the next runs", group.name, member.name)
+        read = local_shape(group, member, schemas, keys)
+    return read, to_record(read, digest)
+
+
+def local_shape(group: RefreshGroup, member: SqlMember, schemas: Mapping[str, StructType],
+                keys: Mapping[str, tuple[str, ...]]) -> GroupByShape | str:
+    """The member's query shape over empty sources of ``schemas``, read by a local classic Spark
+    started for it (the process's Spark Connect session, if any, is left as it is), or why not."""
+    try:
+        with classic_session() as spark:
+            empty = {name: spark.createDataFrame([], schema) for name, schema in schemas.items()}
+            with bound_query(spark, group, member, empty) as frame:
+                return group_by_shape(frame, keys)
+    except PySparkRuntimeError as error:  # no Java: the local Spark cannot start
+        return f"its plan cannot be read on Spark Connect without Java on the worker ({error.getCondition()})"
+
+
+@contextmanager
+def classic_session() -> Iterator[SparkSession]:
+    """The process's active classic Spark session, or a local one (one core) started for the block
+    and stopped after; the variables a Spark Connect session sets in this process are hidden from
+    it and restored after."""
+    with connect_mode():
+        for name in CONNECT_VARIABLES:
+            os.environ.pop(name, None)
+        running = SparkSession.getActiveSession()
+        if running is not None:
+            yield running
+            return
+        builder = SparkSession.builder.master("local[1]").appName("streambed-plan")
+        for key, value in LOCAL_ANALYSIS_CONF.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        try:
+            yield spark
+        finally:
+            spark.stop()
