@@ -38,7 +38,7 @@ from airflow_provider_streambed.refresh.sql_shape import (
 logger = logging.getLogger(__name__)
 
 #: The form of a record: a record of another form is not used (its shape is read again).
-RECORD_FORM = 1
+RECORD_FORM = 2
 #: Settings of the local session that reads a plan on Spark Connect: one core, no UI.
 LOCAL_ANALYSIS_CONF = {"spark.ui.enabled": "false", "spark.api.mode": "classic", **REQUIRED_CONF}
 

@@ -2,55 +2,97 @@
 
 A ``GROUP BY`` over one source is a sum over its rows, group by group, for ``COUNT`` and for a
 ``SUM`` Spark adds exactly (integers, decimals): the member at W is its previous output plus the
-query over the rows the run added, less the query over the rows it removed, per group (a group
+query over the rows the run added, less the query over the rows it removed, per group. So is a
+``GROUP BY`` over joined sources of which one changed this run: the joined rows the run added (or
+removed) are that source's added (removed) rows joined to the others, which are as they were. A
+group
 whose ``COUNT(*)`` falls to 0 is gone, a ``SUM`` whose ``COUNT`` of its argument falls to 0 is
-NULL). ``MIN`` and ``MAX`` take the added rows' extreme in a group that lost no rows; a group that
-lost rows is recomputed from the source at W (:func:`.sql_incremental.maintained_output`), as
-every touched group is when the query is not of this class (:func:`delta_reason`). This is the
-rule of materialized views' fast refresh (Oracle's needs ``COUNT(*)`` and ``COUNT(x)`` beside
-``SUM(x)`` for the same reasons). ``AVG`` is not updated so: Spark rounds it (a double or a
-decimal division), so only a recompute gives its value exactly.
+NULL). ``AVG`` is Spark's own division of the updated ``SUM`` and ``COUNT`` of its argument, so the
+query must select both: a decimal's mean is the sum divided by the count as a ``decimal(20,0)``,
+cast to the mean's type, as Spark's ``Average`` computes it; an integer's is the sum as a double
+divided by the count, which equals Spark's double sum while the group's values cannot add up past
+2**53 (:data:`AVERAGED_EXACTLY_UP_TO` rows). ``MIN`` and ``MAX`` take the added rows' extreme in a
+group that lost no rows. A group whose value is not known so (:func:`recomputed_groups`: it lost
+rows and has a ``MIN`` or ``MAX``, or its integer mean counts more rows) is recomputed from the
+source at W (:func:`.sql_incremental.maintained_output`), as every touched group is when the query
+is not of this class (:func:`delta_reason`). This is the rule of materialized views' fast refresh
+(Oracle's needs ``COUNT(*)``, and ``COUNT(x)`` beside ``SUM(x)`` and ``AVG(x)``, for the same
+reasons). Floating-point sums and means, and means of ``bigint``, are rounded by Spark: only a
+recompute gives them exactly.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, DecimalType, LongType, StructType
+from pyspark.sql.types import DataType, DecimalType, DoubleType, LongType, StructType
 
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 
 #: The functions whose value :func:`updated_aggregates` knows only for a group that lost no rows.
 EXTREMES = frozenset({"min", "max"})
+#: Per integer type Spark averages through a double sum, the rows of a group up to which that sum
+#: is exact (the magnitudes of the values then add up to at most 2**53).
+AVERAGED_EXACTLY_UP_TO = {"byte": 2**46, "short": 2**38, "integer": 2**22}
 #: The prefix of the columns of the parts :func:`updated_aggregates` combines.
 _PART = "_streambed_"
-#: The column of :func:`updated_aggregates`'s result that is true on the groups that lost rows.
+#: The column of :func:`updated_aggregates`'s result that is true on the groups it cannot update.
 LOST = f"{_PART}lost"
 
 
-def delta_reason(shape: GroupByShape) -> str | None:
-    """Why the query's aggregates cannot be updated from its source's changes alone (its touched
-    groups are then recomputed from the source), or ``None`` when they can (see the module)."""
-    if len(shape.sources) != 1:
-        return "a join's aggregates are recomputed"
+def sums_exactly(kind: str) -> bool:
+    """Whether Spark sums values of the type named ``kind`` exactly: integers, and decimals whose
+    sum's type (precision + 10, at most 38) leaves room to add three sums without Spark rounding
+    their scale (a scale of at most 6, or a precision of at most 26)."""
+    if kind in ("byte", "short", "integer", "long"):
+        return True
+    decimal = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", kind)
+    return decimal is not None and (int(decimal[2]) <= 6 or int(decimal[1]) <= 26)
+
+
+def averages_exactly(kind: str) -> bool:
+    """Whether Spark's mean of values of the type named ``kind`` is known from their updated sum and
+    count: an exactly summed decimal, or an integer of :data:`AVERAGED_EXACTLY_UP_TO` (in a group
+    of at most that many rows)."""
+    return kind in AVERAGED_EXACTLY_UP_TO or (kind.startswith("decimal") and sums_exactly(kind))
+
+
+def delta_reason(shape: GroupByShape, changed: Sequence[str]) -> str | None:
+    """Why the query's aggregates cannot be updated from the changes alone of its sources that
+    ``changed`` this run (its touched groups are then recomputed from the sources), or ``None``
+    when they can (see the module)."""
+    if len(changed) > 1:
+        return f"more than one of its joined sources changed ({', '.join(changed)})"
     if not any(aggregate.function == "count" and aggregate.argument is None for aggregate in shape.aggregates):
         return "no COUNT(*) tells when a group is empty"
     counted = {aggregate.argument for aggregate in shape.aggregates if aggregate.function == "count"}
+    summed = {aggregate.argument for aggregate in shape.aggregates if aggregate.function == "sum"}
     for aggregate in shape.aggregates:
-        if aggregate.function == "avg":
-            return f"AVG ({aggregate.output}) is rounded by Spark"
-        if aggregate.function == "sum" and not aggregate.exact:
-            return f"SUM ({aggregate.output}) of a floating-point or wide decimal argument is rounded by Spark"
-        if aggregate.function == "sum" and aggregate.argument not in counted:
-            return f"no COUNT of the argument of SUM ({aggregate.output}) tells when it is NULL"
+        name = f"{aggregate.function.upper()} ({aggregate.output})"
+        if aggregate.function == "sum" and not sums_exactly(aggregate.kind):
+            return f"{name} of a floating-point or wide decimal argument is rounded by Spark"
+        if aggregate.function == "avg" and not averages_exactly(aggregate.kind):
+            return f"{name} of a {aggregate.kind} argument is rounded by Spark"
+        if aggregate.function in ("sum", "avg") and aggregate.argument not in counted:
+            return f"no COUNT of the argument of {name} tells when it is NULL"
+        if aggregate.function == "avg" and aggregate.argument not in summed:
+            return f"no SUM of the argument of {name} to divide (select it too)"
     return None
 
 
-def has_extremes(shape: GroupByShape) -> bool:
-    """Whether the query has a ``MIN`` or ``MAX``, which a group that lost rows must recompute."""
-    return any(aggregate.function in EXTREMES for aggregate in shape.aggregates)
+def recomputed_groups(shape: GroupByShape) -> str:
+    """The groups of a query :func:`delta_reason` accepts that :func:`updated_aggregates` cannot
+    update (its :data:`LOST` groups), in words; empty when there are none."""
+    found = []
+    if any(aggregate.function in EXTREMES for aggregate in shape.aggregates):
+        found.append("that lost rows (MIN, MAX)")
+    for aggregate in shape.aggregates:
+        if aggregate.function == "avg" and aggregate.kind in AVERAGED_EXACTLY_UP_TO:
+            found.append(f"of more than {AVERAGED_EXACTLY_UP_TO[aggregate.kind]:,} rows (AVG ({aggregate.output}))")
+    return f"the groups {' and '.join(found)}" if found else ""
 
 
 def updated_aggregates(
@@ -58,8 +100,8 @@ def updated_aggregates(
 ) -> DataFrame:
     """The output at W of a query :func:`delta_reason` accepts, from its ``previous`` output and the
     query over the rows ``added`` and ``removed`` (both its result's columns), as ``schema`` (the
-    query's) plus a boolean column :data:`LOST`: whether the group lost rows (its ``MIN`` and ``MAX``
-    are then not known here)."""
+    query's) plus a boolean column :data:`LOST`: whether the group is one the changes alone do not
+    update (:func:`recomputed_groups`)."""
     keys = [key.output for key in shape.keys]
     parts = [frame.select(*keys, *[F.col(aggregate.output).alias(f"{_PART}{tag}{i}")
                                    for i, aggregate in enumerate(shape.aggregates)])
@@ -69,22 +111,47 @@ def updated_aggregates(
     # each part has one row per group: its maximum per group is its value there (NULL: not in it)
     merged = combined.groupBy(*keys).agg(*[F.max(name).alias(name) for name in combined.columns if name not in keys])
     counts = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "count"}
-    values = [_value(i, aggregate, counts, schema) for i, aggregate in enumerate(shape.aggregates)]
+    sums = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "sum"}
+    values = [_value(i, aggregate, counts, sums, shape, schema) for i, aggregate in enumerate(shape.aggregates)]
     rows = shape.aggregates[counts[None]].output
-    return merged.select(*keys, *values, F.coalesce(F.col(LOST), F.lit(False)).alias(LOST)).where(F.col(rows) > 0)
+    return merged.select(*keys, *values, _lost(shape, counts)).where(F.col(rows) > 0)
 
 
-def _value(i: int, aggregate: AggregateOutput, counts: dict[int | None, int], schema: StructType) -> Column:
+def _lost(shape: GroupByShape, counts: dict[int | None, int]) -> Column:
+    """The :data:`LOST` column: whether the group is one :func:`recomputed_groups` names."""
+    lost = F.lit(False)
+    if any(aggregate.function in EXTREMES for aggregate in shape.aggregates):
+        lost = F.coalesce(F.col(LOST), F.lit(False))
+    for aggregate in shape.aggregates:
+        if aggregate.function == "avg" and aggregate.kind in AVERAGED_EXACTLY_UP_TO:
+            lost = lost | (_total(counts[aggregate.argument], LongType()) > AVERAGED_EXACTLY_UP_TO[aggregate.kind])
+    return lost.alias(LOST)
+
+
+def _value(i: int, aggregate: AggregateOutput, counts: dict[int | None, int], sums: dict[int | None, int],
+           shape: GroupByShape, schema: StructType) -> Column:
     """Aggregate ``i``'s value at W (see :func:`updated_aggregates`)."""
     kind = schema[aggregate.output].dataType
     if aggregate.function == "count":
         value = _total(i, kind)
-    elif aggregate.function == "sum":
-        value = F.when(_total(counts[aggregate.argument], LongType()) == 0, F.lit(None)).otherwise(_total(i, kind))
+    elif aggregate.function in ("sum", "avg"):
+        counted = _total(counts[aggregate.argument], LongType())
+        value = F.when(counted == 0, F.lit(None)).otherwise(
+            _total(i, kind) if aggregate.function == "sum" else _mean(sums[aggregate.argument], counted, shape, schema))
     else:
         extreme = F.least if aggregate.function == "min" else F.greatest
         value = extreme(*[F.col(f"{_PART}{tag}{i}") for tag in "pa"])
     return value.cast(kind).alias(aggregate.output)
+
+
+def _mean(summed: int, counted: Column, shape: GroupByShape, schema: StructType) -> Column:
+    """The mean of the values of aggregate ``summed`` (a ``SUM``) over ``counted`` rows, as Spark's
+    ``Average`` divides its sum (before its cast to the mean's type)."""
+    kind = schema[shape.aggregates[summed].output].dataType
+    total = _total(summed, kind).cast(kind)
+    if isinstance(kind, DecimalType):
+        return total / counted.cast(DecimalType(20, 0))
+    return total.cast(DoubleType()) / counted.cast(DoubleType())
 
 
 def _total(i: int, kind: DataType) -> Column:

@@ -11,7 +11,10 @@ any is read whole), kept for the touched keys. Every aggregate is then right, ``
 of a group that lost its extreme included; a touched group that has no rows left has no row in
 that result, so it is gone; keys compare NULL-safe, so a NULL key is a group like any other. The
 output is staged whole, like every derived output: the member's previous output is small beside
-its sources, and a whole output keeps publishing and the feed as they are.
+its sources, and a whole output keeps publishing and the feed as they are. When its aggregates
+allow it and one of its sources changed (the others carried), the member is instead updated from
+that source's changes alone (:mod:`.sql_delta`), and only the groups that cannot be updated so
+are recomputed as above.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
 from airflow_provider_streambed.refresh.member_shape import member_shape
 from airflow_provider_streambed.refresh.members import bound_query, detached, read_sources
-from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, has_extremes, updated_aggregates
+from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, recomputed_groups, updated_aggregates
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
@@ -88,12 +91,14 @@ def stage_sql_member(
     if isinstance(basis, str) or isinstance(shape, str):
         return whole(f"not incremental: {basis}", record)
     previous, changes = basis
-    if (not_summed := delta_reason(shape)) is None:
-        previous, touched = updated_output(spark, group, member, shape, previous, changes[shape.sources[0]], at_w)
-        reason = f"its aggregates updated from the changes of {shape.sources[0]}"
-        if not has_extremes(shape):
+    changed = [name for name in shape.sources if sources[name].staged is not None]  # not carried
+    if (not_summed := delta_reason(shape, changed)) is None:
+        source = changed[0] if changed else shape.sources[0]
+        previous, touched = updated_output(spark, group, member, shape, previous, source, changes[source], at_w)
+        reason = f"its aggregates updated from the changes of {source}"
+        if not (recomputed := recomputed_groups(shape)) or touched.isEmpty():
             return staged(previous, reason, record)
-        reason += ", the groups that lost rows recomputed for MIN and MAX"
+        reason += f", {recomputed} recomputed"
     else:
         touched = touched_groups(spark, group, member, shape, changes, sources, at_w)
         reason = (f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept "
@@ -106,19 +111,20 @@ def stage_sql_member(
 
 def updated_output(
     spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, previous: DataFrame,
-    changes: Changes, at_w: Mapping[str, DataFrame],
+    source: str, changes: Changes, at_w: Mapping[str, DataFrame],
 ) -> tuple[DataFrame, DataFrame]:
-    """The member's output at W updated from its ``previous`` output and its one source's
-    ``changes`` (:func:`.sql_delta.updated_aggregates`; the source is not scanned; held by
-    Spark when the query has ``MIN`` or ``MAX``), and the output keys of the groups that lost rows
-    (whose ``MIN`` and ``MAX`` it does not know)."""
+    """The member's output at W updated from its ``previous`` output and the ``changes`` of its one
+    changed ``source``, joined to its other sources ``at_w`` if any
+    (:func:`.sql_delta.updated_aggregates`; ``source`` is not scanned; held by
+    Spark when some groups cannot be updated so), and the output keys of those groups
+    (:func:`.sql_delta.recomputed_groups`)."""
     results = []
     for rows in (changes.added, changes.removed):
-        with bound_query(spark, group, member, {**at_w, shape.sources[0]: rows}) as frame:
+        with bound_query(spark, group, member, {**at_w, source: rows}) as frame:
             results.append(detached(frame))
     added, removed = results
     updated = updated_aggregates(shape, previous, added, removed, added.schema)
-    if has_extremes(shape):  # read twice: held
+    if recomputed_groups(shape):  # read twice: held
         updated = updated.localCheckpoint()
     lost = updated.where(LOST).select(*[key.output for key in shape.keys])
     return required_as(updated.drop(LOST), added.schema), lost

@@ -20,7 +20,6 @@ computed whole), tested against the installed Spark in ``tests/integration/refre
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -47,13 +46,14 @@ class AggregateOutput(NamedTuple):
         function: ``count``, ``sum``, ``avg``, ``min`` or ``max``.
         argument: its argument's index among the query's distinct arguments (two aggregates of the
             same expression share it); ``None`` for ``COUNT(*)`` (or of a constant).
-        exact: its argument's type is an integer or a decimal whose sums Spark adds without rounding.
+        kind: its argument's type, as Spark names it (``integer``, ``decimal(12,2)``, ...); empty
+            for ``COUNT(*)``.
     """
 
     output: str
     function: str
     argument: int | None
-    exact: bool
+    kind: str
 
 
 class GroupKey(NamedTuple):
@@ -166,22 +166,12 @@ def _aggregate(output: str, function: Any, arguments: list[Any]) -> AggregateOut
     far, as Spark expressions) gains its argument when new."""
     children = _items(function.children())
     if all(child.foldable() and not child.nullable() for child in children):
-        return AggregateOutput(output, AGGREGATES[_kind(function)], None, True)
+        return AggregateOutput(output, AGGREGATES[_kind(function)], None, "")
     argument = children[0] if len(children) == 1 else function
     index = next((i for i, seen in enumerate(arguments) if seen.semanticEquals(argument)), len(arguments))
     if index == len(arguments):
         arguments.append(argument)
-    return AggregateOutput(output, AGGREGATES[_kind(function)], index, _exact(str(argument.dataType().typeName())))
-
-
-def _exact(type_name: str) -> bool:
-    """Whether Spark sums values of the type named ``type_name`` exactly: integers, and decimals
-    whose sum's type (precision + 10, at most 38) leaves room to add three sums without Spark
-    rounding their scale (a scale of at most 6, or a precision of at most 26)."""
-    if type_name in ("byte", "short", "integer", "long"):
-        return True
-    decimal = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", type_name)
-    return decimal is not None and (int(decimal[2]) <= 6 or int(decimal[1]) <= 26)
+    return AggregateOutput(output, AGGREGATES[_kind(function)], index, str(argument.dataType().typeName()))
 
 
 def _columns(relations: Mapping[str, Any]) -> dict[int, tuple[str, str]]:

@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import member_shape, sql_incremental
+from airflow_provider_streambed.refresh import member_shape, sql_delta, sql_incremental
 from airflow_provider_streambed.refresh.connect_variables import connect_mode
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
 from airflow_provider_streambed.refresh.session import REQUIRED_CONF
@@ -42,7 +42,8 @@ KIND_STATS = ("SELECT kind, COUNT(*) AS n, SUM(n) AS total, AVG(n) AS mean, MIN(
 #: Updated from the changes alone (no AVG, an exact SUM beside the COUNT of its argument)
 OWNER_SUMS = ("SELECT owner, COUNT(*) AS n, COUNT(balance) AS counted, SUM(balance) AS total, MIN(balance) AS low, "
               "MAX(balance) AS high FROM accounts WHERE id % 10 <> 3 GROUP BY owner")
-KIND_SUMS = "SELECT kind, COUNT(*) AS n, COUNT(n) AS counted, SUM(n) AS total FROM events GROUP BY kind"
+KIND_SUMS = ("SELECT kind, COUNT(*) AS n, COUNT(n) AS counted, SUM(n) AS total, AVG(n) AS mean FROM events "
+             "GROUP BY kind")
 GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     Mirror("public.accounts"),
     Mirror("public.events", compact_deleted_ratio=0.2),
@@ -98,8 +99,10 @@ def always_maintained(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("always_maintained")
 def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
-    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession
+    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the means of kinds of more than 7 values are recomputed, the others updated from the changes
+    monkeypatch.setitem(sql_delta.AVERAGED_EXACTLY_UP_TO, "integer", 7)
     rng = random.Random(3401)
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
         # run 4 adds a column to accounts (workloads.workload)
@@ -119,10 +122,12 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
         assert sum(reason.startswith(UPDATED) for reason in reasons[name]) >= 2, reasons[name]
     for name in ("owners", "owner_stats", "owner_sums"):
         assert "whole: not incremental: its source 'accounts' changed its columns" in reasons[name], reasons[name]
-    assert f"{SUMMED} accounts, the groups that lost rows recomputed for MIN and MAX" in reasons["owner_sums"]
-    assert f"{SUMMED} events" in reasons["kind_sums"]
-    assert all(reason.endswith("(not updated from the changes alone: AVG (mean) is rounded by Spark)")
-               for reason in reasons["owner_stats"] if reason.startswith("the groups of")), reasons["owner_stats"]
+    for name in ("owner_sums", "owner_stats"):
+        assert f"{SUMMED} accounts, the groups that lost rows (MIN, MAX) recomputed" in reasons[name], reasons[name]
+    assert f"{SUMMED} events, the groups of more than 7 rows (AVG (mean)) recomputed" in reasons["kind_sums"]
+    assert all(reason.endswith("(not updated from the changes alone: no COUNT of the argument of SUM (total) tells "
+                               "when it is NULL)") for reason in reasons["kind_stats"]
+               if reason.startswith("the groups of")), reasons["kind_stats"]
     assert cuts.staged["owner_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
 
 
@@ -162,7 +167,7 @@ def test_incremental_sql_members_on_spark_connect_read_their_plan_once_and_equal
                     if "reading its query's plan with a local Spark" in record.getMessage())
     # read on the first cut, and again for owner_sums once accounts changed its columns; else recorded
     assert plans == {"owner_sums": 2, "kind_stats": 1, "kind_stats_whole": 1}
-    assert f"{SUMMED} accounts, the groups that lost rows recomputed for MIN and MAX" in reasons["owner_sums"]
+    assert f"{SUMMED} accounts, the groups that lost rows (MIN, MAX) recomputed" in reasons["owner_sums"]
     assert sum(reason.startswith("the groups of events its changes touched recomputed") for reason in
                reasons["kind_stats"]) >= 3, reasons["kind_stats"]
     assert cuts.staged["kind_stats_whole"].reason == "whole: not incremental: its result is not a GROUP BY"
@@ -196,9 +201,18 @@ def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_ever
     changes = functools.partial(join_workload, pg_dsn, random.Random(3403))  # runs 1 and 4: branches is carried
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, JOINS, JOIN_SCHEMA) as cuts:
         _, reasons = _check_cuts(cuts, sqlite_catalog_uri, changes, ("regions", "region_kinds"))
-    for name, sources in (("regions", "payments JOIN branches"), ("region_kinds", "branches JOIN payments")):
-        assert reasons[name][1:] == [f"the groups of {sources} its changes touched recomputed, the others kept "
-                                     "(not updated from the changes alone: a join's aggregates are recomputed)"] * 5
+    touched = ("the groups of {} its changes touched recomputed, the others kept "
+               "(not updated from the changes alone: {})")
+    both = "more than one of its joined sources changed ({})"
+    # runs 1 and 4 change payments only: regions is updated from its changes, joined to branches as they are
+    assert [reason.startswith(f"{SUMMED} payments") for reason in reasons["regions"]] == [
+        False, True, False, False, True, False], reasons["regions"]
+    assert [reason for reason in reasons["regions"][1:] if not reason.startswith(SUMMED)] == [
+        touched.format("payments JOIN branches", both.format("payments, branches"))] * 3
+    unsummed = "no COUNT of the argument of SUM (total) tells when it is NULL"
+    assert reasons["region_kinds"][1:] == [touched.format("branches JOIN payments", why) for why in (
+        unsummed, both.format("branches, payments"), both.format("branches, payments"), unsummed,
+        both.format("branches, payments"))]
     assert cuts.staged["kind_regions"].reason == "whole: not incremental: a join not on the key of branches or payments"
     assert cuts.staged["region_totals"].reason == ("whole: not incremental: no GROUP BY column comes from payments "
                                                    "and it is not joined on its key, so every run would read it whole")

@@ -14,7 +14,7 @@ QUERY = "SELECT grp, COUNT(*) AS n, SUM(amount) AS total FROM facts GROUP BY grp
 SCHEMAS = {"facts": StructType([StructField("grp", IntegerType()), StructField("amount", DecimalType(12, 2))])}
 KEYS = {"facts": ("id",)}
 SHAPE = GroupByShape(("facts",), (GroupKey("grp", "facts", "grp"),),
-                     (AggregateOutput("n", "count", None, True), AggregateOutput("total", "sum", 0, True)),
+                     (AggregateOutput("n", "count", None, ""), AggregateOutput("total", "sum", 0, "decimal(12,2)")),
                      {"facts": ["grp", "amount"]})
 
 
