@@ -106,8 +106,9 @@ def local_shape(group: RefreshGroup, member: SqlMember, schemas: Mapping[str, St
             empty = {name: spark.createDataFrame([], schema) for name, schema in schemas.items()}
             with bound_query(spark, group, member, empty) as frame:
                 return group_by_shape(frame, keys)
-    except PySparkRuntimeError as error:  # no Java: the local Spark cannot start
-        return f"its plan cannot be read on Spark Connect without Java on the worker ({error.getCondition()})"
+    except PySparkRuntimeError as error:  # no Java, or pyspark-client alone: no local Spark starts
+        return (f"its plan cannot be read on Spark Connect without a local Spark on the worker (the spark-submit "
+                f"extra and Java; {error.getCondition()})")
 
 
 @contextmanager
