@@ -1,14 +1,15 @@
 """Benchmark of incremental derived members (issue 34): a GROUP BY aggregate updated vs recomputed.
 
 A mirror ``facts`` of ``--rows`` rows (id, grp, amount, note, at; 8 Parquet files, the shape of a
-bootstrap's output) has three derived members: two giving, per ``grp`` (100 groups), its rows,
+bootstrap's output) has four derived members: three giving, per ``grp`` (100 groups), its rows,
 amounts counted and their sum: an incremental PythonMember
 (``tests.integration.refresh.python_members.totals``: the previous output plus the signed sums of
-the changes) and a SqlMember ``grp_stats``, ``SELECT grp, COUNT(*), COUNT(amount), SUM(amount) FROM
-facts GROUP BY grp`` (its aggregates updated from the changes alone); and a SqlMember
-``region_stats`` over a key join, ``facts JOIN dims ON grp = dims.id GROUP BY grp, dims.region``
-(``dims``: a carried mirror of 100 rows keyed by ``id``, a region each; its touched groups
-recomputed). Each line names the member. Their previous outputs are computed once over the mirror; then the mirror is
+the changes), a SqlMember ``grp_stats``, ``SELECT grp, COUNT(*), COUNT(amount), SUM(amount) FROM
+facts GROUP BY grp``, and ``grp_means``, the same with ``AVG(amount)`` (both updated from the
+changes alone); and a SqlMember ``region_stats`` over a key join, ``facts JOIN dims ON grp =
+dims.id GROUP BY grp, dims.region`` with the same aggregates (``dims``: a carried mirror of 100
+rows keyed by ``id``, a region each; updated from the changes of ``facts`` joined to ``dims``).
+Each line names the member. Their previous outputs are computed once over the mirror; then the mirror is
 refreshed after 0.1 % and 1 % updated rows (random keys, each moved to another group with a NULL
 amount: every group touched), and after as many inserted rows (an append-mostly table, all in
 one group), staged merge-on-read as a refresh stages it, and each member computed on top of that,
@@ -24,8 +25,13 @@ printed beside (random updates touch every row group), and so is the floor of an
 member: staging its 100-row output alone (a Spark job and its commit). Goals: <= 10 % (0.1 %) and <= 20 % (1 %)
 of full.
 
+Both computes take the query's shape recorded with the previous output, as a run does. With
+``--connect`` everything runs on a local Spark Connect server (``local[2]``, warmed up the same
+way) instead, as the refresh runs with a ``spark_connect`` connection; the shape was then read once,
+by a local Spark, when the previous outputs were computed.
+
 Run: ``.venv/bin/python -m benchmarks.bench_incremental_members [--rows 10000000] [--repeats 3]
-[--members grp_stats]`` (default 1,000,000 rows, every member).
+[--members grp_stats] [--connect]`` (default 1,000,000 rows, every member).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -43,9 +50,12 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
+from airflow_provider_streambed.connect_server import ConnectServer
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.refresh.connect_variables import connect_mode
 from airflow_provider_streambed.refresh.incremental import SourceState, incremental_basis, removed_rows
 from airflow_provider_streambed.refresh.members import CutContext, compute_python_member
+from airflow_provider_streambed.refresh.session import REQUIRED_CONF
 from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
 from airflow_provider_streambed.staging import (
     JobSpec,
@@ -55,6 +65,7 @@ from airflow_provider_streambed.staging import (
     stage_member_output,
 )
 from airflow_provider_streambed.staging.members import read_member_manifest
+from airflow_provider_streambed.testing.postgres import free_port
 from airflow_provider_streambed.testing.spark import local_spark_session
 from benchmarks.bench_changes_since import median_seconds
 from benchmarks.bench_merge_on_read import refresh, write_changelog, write_table
@@ -63,12 +74,14 @@ from tests.integration.refresh.python_members import totals
 PYTHON = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
 SQL = SqlMember("grp_stats", "SELECT grp, COUNT(*) AS n, COUNT(amount) AS counted, SUM(amount) AS total "
                 "FROM facts GROUP BY grp", ("facts",), incremental=True)
-JOIN = SqlMember("region_stats", "SELECT f.grp, d.region, COUNT(*) AS n, SUM(f.amount) AS total "
-                 "FROM facts f JOIN dims d ON f.grp = d.id GROUP BY f.grp, d.region", ("facts", "dims"),
-                 incremental=True)
+MEANS = SqlMember("grp_means", "SELECT grp, COUNT(*) AS n, COUNT(amount) AS counted, SUM(amount) AS total, "
+                  "AVG(amount) AS mean FROM facts GROUP BY grp", ("facts",), incremental=True)
+JOIN = SqlMember("region_stats", "SELECT f.grp, d.region, COUNT(*) AS n, COUNT(f.amount) AS counted, "
+                 "SUM(f.amount) AS total FROM facts f JOIN dims d ON f.grp = d.id GROUP BY f.grp, d.region",
+                 ("facts", "dims"), incremental=True)
 GROUP = RefreshGroup("bench", "src", "cat", "bench",
-                     (Mirror("public.facts"), Mirror("public.dims"), PYTHON, SQL, JOIN))
-MEMBERS = (PYTHON, SQL, JOIN)
+                     (Mirror("public.facts"), Mirror("public.dims"), PYTHON, SQL, MEANS, JOIN))
+MEMBERS = (PYTHON, SQL, MEANS, JOIN)
 GOALS = {0.001: 0.10, 0.01: 0.20}
 
 
@@ -128,7 +141,8 @@ def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims:
     capture = write_inserts(rows, fraction, lsn, path) if inserts else write_changelog(rows, fraction, lsn, path, lsn)
     staged, _ = refresh(spark, base, capture, work / f"mirror-{lsn}", lsn)
     whole_spec = JobSpec(GROUP.to_dict(), f"r{lsn}", Lsn(lsn), Lsn(1), 2, (work / "unused").as_uri(), "",
-                         previous_files={name: manifest.files for name, manifest in previous.items()})
+                         previous_files={name: manifest.files for name, manifest in previous.items()},
+                         shapes={name: manifest.shape for name, manifest in previous.items() if manifest.shape})
     spec = replace(whole_spec, incremental=tuple(previous))
     sources = {"facts": SourceState(base, staged), "dims": dims}
     start = time.perf_counter()
@@ -159,10 +173,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure (the median is printed)")
     parser.add_argument("--members", nargs="+", choices=[member.name for member in MEMBERS],
                         default=[member.name for member in MEMBERS], help="the members to time (default: all)")
+    parser.add_argument("--connect", action="store_true",
+                        help="run everything on a local Spark Connect server (local[2]) instead of in-process")
     arguments = parser.parse_args()
-    spark = local_spark_session("bench-incremental-members")
-    with tempfile.TemporaryDirectory(prefix="bench-incremental-") as directory:
+    with tempfile.TemporaryDirectory(prefix="bench-incremental-") as directory, \
+            connect_mode(), ExitStack() as stack:
         work = Path(directory)
+        if arguments.connect:
+            server = ConnectServer(port=free_port(), state_dir=work / "connect")
+            stack.callback(server.stop)
+            spark = SparkSession.builder.remote(server.start()).create()
+            for key, value in REQUIRED_CONF.items():
+                spark.conf.set(key, value)
+        else:
+            spark = local_spark_session("bench-incremental-members")
+        stack.callback(spark.stop)
         base = write_table(spark, arguments.rows, work / "base")
         first = JobSpec(GROUP.to_dict(), "r0", Lsn(1), None, 1, (work / "unused").as_uri(), "")
         dims = write_dims(spark, work / "dims")
@@ -170,11 +195,11 @@ def main() -> None:
         previous = {member.name: compute(spark, first, member, sources, work / "previous")
                     for member in MEMBERS if member.name in arguments.members}
         bench(spark, work, arguments.rows, base, dims, previous, 0.001, 1)  # warm-up: JIT, caches
-        print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, in-process local[2]")
+        where = "a warm Spark Connect server (local[2])" if arguments.connect else "in-process local[2]"
+        print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, {where}")
         for inserts in (False, True):
             for fraction in GOALS:
                 bench(spark, work, arguments.rows, base, dims, previous, fraction, arguments.repeats, inserts)
-    spark.stop()
 
 
 if __name__ == "__main__":
