@@ -5,9 +5,8 @@ A ``GROUP BY`` over one source is a sum over its rows, group by group, for ``COU
 query over the rows the run added, less the query over the rows it removed, per group. So is a
 ``GROUP BY`` over joined sources of which one changed this run: the joined rows the run added (or
 removed) are that source's added (removed) rows joined to the others, which are as they were. A
-group
-whose ``COUNT(*)`` falls to 0 is gone, a ``SUM`` whose ``COUNT`` of its argument falls to 0 is
-NULL). ``AVG`` is Spark's own division of the updated ``SUM`` and ``COUNT`` of its argument, so the
+group whose ``COUNT(*)`` falls to 0 is gone, a ``SUM`` whose ``COUNT`` of its argument falls to 0
+is NULL. ``AVG`` is Spark's own division of the updated ``SUM`` and ``COUNT`` of its argument, so the
 query must select both: a decimal's mean is the sum divided by the count as a ``decimal(20,0)``,
 cast to the mean's type, as Spark's ``Average`` computes it; an integer's is the sum as a double
 divided by the count, which equals Spark's double sum while the group's values cannot add up past

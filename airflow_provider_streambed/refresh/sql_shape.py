@@ -14,8 +14,9 @@ the groups a run's changes touch and kept for the others. Anything else gets the
 incremental.
 
 PySpark has no public API to a DataFrame's analyzed plan: :func:`analyzed_plan` is the one place
-that reaches it (``DataFrame._jdf``, classic sessions only; on Spark Connect every SQL member is
-computed whole), tested against the installed Spark in ``tests/integration/refresh/test_sql_shape.py``.
+that reaches it (``DataFrame._jdf``, classic sessions only; on Spark Connect a local classic Spark
+reads the plan over empty sources, :mod:`.member_shape`), tested against the installed Spark in
+``tests/integration/refresh/test_sql_shape.py``.
 """
 
 from __future__ import annotations
