@@ -86,8 +86,8 @@ def member_shape(
     its digest holds, else read from the plan of ``spark`` or, on Spark Connect, of a local one."""
     schemas = {name: frame.schema for name, frame in at_w.items()}
     digest = shape_digest(member.query, schemas, keys, spark.version)
-    if (shape := from_record(recorded, digest)) is not None:
-        return shape, to_record(shape, digest)
+    if recorded is not None and (shape := from_record(recorded, digest)) is not None:
+        return shape, recorded
     with bound_query(spark, group, member, at_w) as frame:
         read = group_by_shape(frame, keys) if analyzed_plan(frame) is not None else None
     if read is None:
