@@ -110,13 +110,16 @@ def updated_aggregates(
     query's) plus a boolean column :data:`LOST`: whether the group is one the changes alone do not
     update (:func:`recomputed_groups`)."""
     keys = [key.output for key in shape.keys]
-    parts = [frame.select(*keys, *[F.col(aggregate.output).alias(f"{_PART}{tag}{i}")
-                                   for i, aggregate in enumerate(shape.aggregates)])
-             for tag, frame in (("p", previous), ("a", added), ("r", removed))]
+    tags = {"p": previous, "a": added, "r": removed}
+    names = {tag: [f"{_PART}{tag}{i}" for i in range(len(shape.aggregates))] for tag in tags}
+    parts = [frame.select(*keys, *[F.col(aggregate.output).alias(name)
+                                   for aggregate, name in zip(shape.aggregates, names[tag], strict=True)])
+             for tag, frame in tags.items()]
     parts[2] = parts[2].withColumn(LOST, F.lit(True))
     combined = parts[0].unionByName(parts[1], allowMissingColumns=True).unionByName(parts[2], allowMissingColumns=True)
     # each part has one row per group: its maximum per group is its value there (NULL: not in it)
-    merged = combined.groupBy(*keys).agg(*[F.max(name).alias(name) for name in combined.columns if name not in keys])
+    columns = [name for tag in tags for name in names[tag]] + [LOST]  # combined's, without asking Spark
+    merged = combined.groupBy(*keys).agg(*[F.max(name).alias(name) for name in columns])
     counts = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "count"}
     sums = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "sum"}
     values = [_value(i, aggregate, counts, sums, shape, schema) for i, aggregate in enumerate(shape.aggregates)]
