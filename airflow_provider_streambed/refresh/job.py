@@ -26,6 +26,7 @@ from airflow_provider_streambed.refresh.incremental import SourceState, incremen
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     Failure,
+    collected,
     compute_python_member,
     first_lines,
 )
@@ -159,7 +160,8 @@ def _compute(
             context = replace(context, previous=basis[0], changes=basis[1])
             reason = f"from its previous output and the changes of {', '.join(states)}"
         logger.info("group=%s member=%s W=%s: %s", group.name, member.name, spec.watermark, reason)
-    frame = compute_python_member(spark, group, member, sources, context, columns)
+    frame = collected(compute_python_member(spark, group, member, sources, context, columns),
+                      spec.previous_snapshot(member.name))
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
                                reason=reason, resynced=resynced)
 

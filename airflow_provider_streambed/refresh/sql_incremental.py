@@ -49,7 +49,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
 from airflow_provider_streambed.refresh.member_shape import member_shape
-from airflow_provider_streambed.refresh.members import bound_query, detached, read_sources
+from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
 from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, recomputed_groups, updated_aggregates
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
@@ -76,8 +76,9 @@ def stage_sql_member(
     def staged(frame: DataFrame, reason: str, record: str = "") -> MemberManifest:
         if reason:
             logger.info("%s: %s", where, reason)
-        return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                                   reason=reason, resynced=resynced, shape=record)
+        return stage_member_output(collected(frame, spec.previous_snapshot(member.name)), spec.staging_root,
+                                   member.name, spec.watermark, (), definition, reason=reason, resynced=resynced,
+                                   shape=record)
 
     def whole(why: str, record: str = "") -> MemberManifest:
         with bound_query(spark, group, member, at_w) as frame:
