@@ -37,10 +37,14 @@ INCREMENTAL_CONF = "spark.streambed.incrementalMembers"
 class Changes:
     """The rows a source lost and gained between the previous cut and W, as multisets: the
     source at W is its rows in the previous cut less ``removed`` plus ``added``. Not necessarily
-    net: a row updated to the same values is in both."""
+    net: a row updated to the same values is in both. ``any_removed`` (``any_added``) is false
+    when the run is known to have removed (added) no row: no delete file (no new data file), so
+    a query over that side can be skipped."""
 
     removed: DataFrame
     added: DataFrame
+    any_removed: bool = True
+    any_added: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,8 @@ def source_changes(spark: SparkSession, source: SourceState, names: list[str] | 
     if removed is not None:  # read by pyarrow: Spark's types of the columns, as its read of the files gives them
         removed = removed.select(*[F.col(field.name).cast(field.dataType) for field in like.schema.fields])
     empty = like.limit(0)
-    return Changes(empty if removed is None else removed, empty if added is None else added)
+    return Changes(empty if removed is None else removed, empty if added is None else added,
+                   removed is not None, added is not None)
 
 
 def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns: FileColumns | None,

@@ -95,11 +95,12 @@ def stage_sql_member(
     changed = [name for name in shape.sources if sources[name].staged is not None]  # not carried
     if (not_summed := delta_reason(shape, changed)) is None:
         source = changed[0] if changed else shape.sources[0]
-        previous, touched = updated_output(spark, group, member, shape, previous, source, changes[source], at_w)
         reason = f"its aggregates updated from the changes of {source}"
-        if not (recomputed := recomputed_groups(shape)) or touched.isEmpty():
-            return staged(previous, reason, record)
-        reason += f", {recomputed} recomputed"
+        with updated_output(spark, group, member, shape, previous, source, changes[source], at_w) as (output, lost):
+            if lost is None or lost.isEmpty():
+                return staged(output, reason, record)
+        previous, touched = output, lost
+        reason += f", {recomputed_groups(shape)} recomputed"
     else:
         touched = touched_groups(spark, group, member, shape, changes, sources, at_w)
         reason = (f"the groups of {' JOIN '.join(shape.sources)} its changes touched recomputed, the others kept "
@@ -110,25 +111,38 @@ def stage_sql_member(
         return staged(output, reason, record)
 
 
+@contextmanager
 def updated_output(
     spark: SparkSession, group: RefreshGroup, member: SqlMember, shape: GroupByShape, previous: DataFrame,
     source: str, changes: Changes, at_w: Mapping[str, DataFrame],
-) -> tuple[DataFrame, DataFrame]:
+) -> Iterator[tuple[DataFrame, DataFrame | None]]:
     """The member's output at W updated from its ``previous`` output and the ``changes`` of its one
     changed ``source``, joined to its other sources ``at_w`` if any
-    (:func:`.sql_delta.updated_aggregates`; ``source`` is not scanned; held by
-    Spark when some groups cannot be updated so), and the output keys of those groups
-    (:func:`.sql_delta.recomputed_groups`)."""
+    (:func:`.sql_delta.updated_aggregates`; ``source`` is not scanned), valid until the block
+    ends, and the output keys of the groups it cannot update so (:func:`.sql_delta.recomputed_groups`;
+    ``None`` when the query has none). When there are such groups, both are held by Spark and
+    valid after the block too (the groups are then recomputed from the sources).
+
+    The query runs over each side of the changes that may hold rows (an empty side's result is
+    empty): the last of them in the block, the removed rows' before it (held on Spark Connect,
+    :func:`.members.detached`)."""
+    sides = [rows for rows, any_rows in ((changes.removed, changes.any_removed), (changes.added, changes.any_added))
+             if any_rows] or [changes.added]
     results = []
-    for rows in (changes.added, changes.removed):
+    for rows in sides[:-1]:  # the removed rows, when both sides may hold rows
         with bound_query(spark, group, member, {**at_w, source: rows}) as frame:
             results.append(detached(frame))
-    added, removed = results
-    updated = updated_aggregates(shape, previous, added, removed, added.schema)
-    if recomputed_groups(shape):  # read twice: held
-        updated = updated.localCheckpoint()
-    lost = updated.where(LOST).select(*[key.output for key in shape.keys])
-    return required_as(updated.drop(LOST), added.schema), lost
+    with bound_query(spark, group, member, {**at_w, source: sides[-1]}) as last:
+        results.append(last)
+        removed, added = (results[0] if changes.any_removed else last.limit(0),
+                          results[-1] if changes.any_added else last.limit(0))
+        updated = updated_aggregates(shape, previous, added, removed, last.schema)
+        if not recomputed_groups(shape):
+            yield required_as(updated.drop(LOST), last.schema), None
+            return
+        updated = updated.localCheckpoint()  # read twice, and after the block
+        lost = updated.where(LOST).select(*[key.output for key in shape.keys])
+        yield required_as(updated.drop(LOST), last.schema), lost
 
 
 def mostly_touched(previous: DataFrame, touched: DataFrame) -> str:
