@@ -104,9 +104,14 @@ def detached(frame: DataFrame) -> DataFrame:
 def collected(frame: DataFrame, previous: SnapshotFiles) -> DataFrame | pa.Table:
     """A member's output ``frame`` to stage: collected as an Arrow table when its ``previous``
     output and ``frame`` have at most :data:`MAX_COLLECTED_ROWS` rows, else as it is (staged by a
-    Spark write, which computes it again if it was collected and found larger). Both stage the
-    same columns, types and nullability."""
-    if not previous.data or _row_count(previous.data) > MAX_COLLECTED_ROWS:
+    Spark write, which computes it again if it was collected and found larger), as it is also
+    when this process cannot read the previous output's footers (a store only Spark has the
+    credentials of). Both stage the same columns, types and nullability."""
+    try:
+        if not previous.data or _row_count(previous.data) > MAX_COLLECTED_ROWS:
+            return frame
+    except OSError as error:
+        logger.debug("the previous output's size is not known here (%s): its output is written by Spark", error)
         return frame
     table = frame.limit(MAX_COLLECTED_ROWS + 1).toArrow()
     return frame if table.num_rows > MAX_COLLECTED_ROWS else table

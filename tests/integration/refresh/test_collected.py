@@ -53,6 +53,8 @@ def test_a_large_or_first_output_is_left_to_a_spark_write(
     monkeypatch.setattr(members, "MAX_COLLECTED_ROWS", 2)
     frame = spark.sql(QUERY)
     assert collected(frame, SnapshotFiles(())) is frame  # a first output: its size is not known
+    unreadable = SnapshotFiles(((tmp_path / "gone.parquet").as_uri(),))  # as on a store without credentials here
+    assert collected(frame, unreadable) is frame
     assert collected(frame, _previous(spark, tmp_path, 3)) is frame  # its previous output was larger
     assert collected(frame, _previous(spark, tmp_path, 2)) is frame  # it is larger itself
     assert isinstance(collected(frame.where("g < 2"), _previous(spark, tmp_path, 2)), pa.Table)
