@@ -25,9 +25,11 @@ FROM (SELECT id % 3 AS g, CAST(id AS DECIMAL(12, 2)) AS d, TIMESTAMP '2024-01-01
 GROUP BY g"""
 
 
-def _previous(spark: SparkSession, tmp_path: Path, rows: int) -> SnapshotFiles:
-    manifest = stage_member_output(spark.range(rows), (tmp_path / "previous").as_uri(), "m", Lsn(1))
-    return SnapshotFiles(manifest.files)
+def _previous(tmp_path: Path, rows: int) -> SnapshotFiles:
+    """A previous output of ``rows`` rows."""
+    path = tmp_path / f"previous-{rows}.parquet"
+    pq.write_table(pa.table({"id": range(rows)}), path)
+    return SnapshotFiles((path.as_uri(),))
 
 
 def _staged_schema(frame: DataFrame | pa.Table, root: Path) -> pa.Schema:
@@ -40,7 +42,7 @@ def test_a_small_output_is_collected_and_staged_as_a_spark_write_stages_it(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     frame = spark.sql(QUERY)
-    table = collected(frame, _previous(spark, tmp_path, 3))
+    table = collected(frame, _previous(tmp_path, 3))
     assert isinstance(table, pa.Table) and table.num_rows == 3
     written = _staged_schema(frame.coalesce(1), tmp_path / "spark")
     assert not written.field("n").nullable
@@ -55,6 +57,6 @@ def test_a_large_or_first_output_is_left_to_a_spark_write(
     assert collected(frame, SnapshotFiles(())) is frame  # a first output: its size is not known
     unreadable = SnapshotFiles(((tmp_path / "gone.parquet").as_uri(),))  # as on a store without credentials here
     assert collected(frame, unreadable) is frame
-    assert collected(frame, _previous(spark, tmp_path, 3)) is frame  # its previous output was larger
-    assert collected(frame, _previous(spark, tmp_path, 2)) is frame  # it is larger itself
-    assert isinstance(collected(frame.where("g < 2"), _previous(spark, tmp_path, 2)), pa.Table)
+    assert collected(frame, _previous(tmp_path, 3)) is frame  # its previous output was larger
+    assert collected(frame, _previous(tmp_path, 2)) is frame  # it is larger itself
+    assert isinstance(collected(frame.where("g < 2"), _previous(tmp_path, 2)), pa.Table)
