@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_streambed import storage
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import MemberQueryError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
@@ -29,6 +27,7 @@ from airflow_provider_streambed.refresh.sql_shape import analyzed_plan
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
+from airflow_provider_streambed.staging.members import row_count
 
 logger = logging.getLogger(__name__)
 
@@ -108,22 +107,13 @@ def collected(frame: DataFrame, previous: SnapshotFiles) -> DataFrame | pa.Table
     when this process cannot read the previous output's footers (a store only Spark has the
     credentials of). Both stage the same columns, types and nullability."""
     try:
-        if not previous.data or _row_count(previous.data) > MAX_COLLECTED_ROWS:
+        if not previous.data or row_count(previous.data) > MAX_COLLECTED_ROWS:
             return frame
     except OSError as error:
         logger.debug("the previous output's size is not known here (%s): its output is written by Spark", error)
         return frame
     table = frame.limit(MAX_COLLECTED_ROWS + 1).toArrow()
     return frame if table.num_rows > MAX_COLLECTED_ROWS else table
-
-
-def _row_count(uris: tuple[str, ...]) -> int:
-    """Rows over the Parquet files ``uris``, from their footers."""
-    total = 0
-    for uri in uris:
-        with storage.open_input(uri) as stream:
-            total += pq.read_metadata(stream).num_rows
-    return total
 
 
 def _run_query(spark: SparkSession, group: RefreshGroup, member: SqlMember) -> DataFrame:

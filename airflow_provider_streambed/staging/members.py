@@ -176,7 +176,7 @@ def stage_member_output(
     _overwrite(frame, data_uri)
     files, rows = _list_parquet(data_uri, keep_empty=keep_empty or (not incremental and not adopted))
     if adopted:
-        files, rows = adopted + files, rows + _row_count(adopted)
+        files, rows = adopted + files, rows + row_count(adopted)
     delete_files: tuple[str, ...] = ()
     deleted = 0
     deletes_uri = join(member_dir(root, member), DELETES_DIR)
@@ -234,12 +234,12 @@ def _list_parquet(directory_uri: str, keep_empty: bool) -> tuple[tuple[str, ...]
         for info in infos
         if info.type == fs.FileType.File and info.base_name.endswith(".parquet") and info.base_name[0] not in "._"
     )
-    counted = [(name, _row_count((join(directory_uri, name),))) for name in names]
+    counted = [(name, row_count((join(directory_uri, name),))) for name in names]
     kept = [(name, rows) for name, rows in counted if rows or keep_empty]
     return tuple(join(directory_uri, name) for name, _ in kept), sum(rows for _, rows in kept)
 
 
-def _row_count(uris: tuple[str, ...]) -> int:
+def row_count(uris: tuple[str, ...]) -> int:
     """Rows over the Parquet files ``uris`` (read from their footers)."""
     total = 0
     for uri in uris:
