@@ -49,12 +49,15 @@ class AggregateOutput(NamedTuple):
             same expression share it); ``None`` for ``COUNT(*)`` (or of a constant).
         kind: its argument's type, as Spark names it (``integer``, ``decimal(12,2)``, ...); empty
             for ``COUNT(*)``.
+        column: its argument's column in its source when the argument is that column as it is
+            (no expression over it); empty otherwise and for ``COUNT(*)``.
     """
 
     output: str
     function: str
     argument: int | None
     kind: str
+    column: str = ""
 
 
 class GroupKey(NamedTuple):
@@ -74,12 +77,15 @@ class GroupByShape:
         keys: its grouping columns.
         aggregates: its other outputs, in the order of its ``SELECT`` list.
         read: per source, the columns the query reads (a ``*`` reads them all).
+        filtered: a ``WHERE`` (any filter of the rows) is below its ``GROUP BY``: not every row
+            of its sources is a row it aggregates.
     """
 
     sources: tuple[str, ...]
     keys: tuple[GroupKey, ...]
     aggregates: tuple[AggregateOutput, ...] = ()
     read: Mapping[str, list[str]] = field(default_factory=dict)
+    filtered: bool = False
 
 
 def analyzed_plan(frame: DataFrame) -> Any | None:
@@ -116,7 +122,7 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
         return relations
     if unread := [name for name in sources if name not in relations]:
         return f"its query does not read its source {unread[0]!r}"
-    outputs = _outputs(plan, relations)
+    outputs = _outputs(plan, _columns(relations))
     if isinstance(outputs, str):
         return outputs
     keys, aggregates = outputs
@@ -126,7 +132,16 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
     referenced = _referenced(plan, {name.lower() for name in sources})
     read = {name: [str(column.name()) for column in _items(relation.output())
                    if int(column.exprId().id()) in referenced] for name, relation in relations.items()}
-    return GroupByShape(tuple(relations), tuple(keys), tuple(aggregates), read)
+    filtered = _filtered(plan.child(), {name.lower() for name in sources})
+    return GroupByShape(tuple(relations), tuple(keys), tuple(aggregates), read, filtered)
+
+
+def _filtered(node: Any, sources: set[str]) -> bool:
+    """Whether a ``Filter`` is among the nodes of ``node`` down to the source relations (by
+    lower-cased name)."""
+    if node.nodeName() == "SubqueryAlias" and str(node.alias()).lower() in sources:
+        return False
+    return node.nodeName() == "Filter" or any(_filtered(child, sources) for child in _items(node.children()))
 
 
 def _referenced(node: Any, sources: set[str]) -> set[int]:
@@ -140,10 +155,11 @@ def _referenced(node: Any, sources: set[str]) -> set[int]:
     return ids
 
 
-def _outputs(plan: Any, relations: Mapping[str, Any]) -> tuple[list[GroupKey], list[AggregateOutput]] | str:
+def _outputs(plan: Any, columns: Mapping[int, tuple[str, str]]) -> tuple[list[GroupKey], list[AggregateOutput]] | str:
     """The ``Aggregate``'s grouping columns as its outputs name them and its aggregates, or why its
-    outputs are not those columns and plain supported aggregates."""
-    grouping = _grouping_columns(plan, relations)
+    outputs are not those columns and plain supported aggregates (``columns``: the sources',
+    :func:`_columns`)."""
+    grouping = _grouping_columns(plan, columns)
     if isinstance(grouping, str):
         return grouping
     keys: list[GroupKey] = []
@@ -156,15 +172,17 @@ def _outputs(plan: Any, relations: Mapping[str, Any]) -> tuple[list[GroupKey], l
         elif (reason := _aggregate_reason(inner)) is not None:
             return reason
         else:
-            aggregates.append(_aggregate(str(output.name()), inner.aggregateFunction(), arguments))
+            aggregates.append(_aggregate(str(output.name()), inner.aggregateFunction(), arguments, columns))
     if {(key.source, key.column) for key in keys} != set(grouping.values()):
         return "a GROUP BY column is not in its SELECT list"
     return keys, aggregates
 
 
-def _aggregate(output: str, function: Any, arguments: list[Any]) -> AggregateOutput:
+def _aggregate(
+    output: str, function: Any, arguments: list[Any], columns: Mapping[int, tuple[str, str]]
+) -> AggregateOutput:
     """The aggregate ``function`` named ``output``; ``arguments`` (the distinct arguments seen so
-    far, as Spark expressions) gains its argument when new."""
+    far, as Spark expressions) gains its argument when new (``columns``: the sources')."""
     children = _items(function.children())
     if all(child.foldable() and not child.nullable() for child in children):
         return AggregateOutput(output, AGGREGATES[_kind(function)], None, "")
@@ -172,7 +190,9 @@ def _aggregate(output: str, function: Any, arguments: list[Any]) -> AggregateOut
     index = next((i for i, seen in enumerate(arguments) if seen.semanticEquals(argument)), len(arguments))
     if index == len(arguments):
         arguments.append(argument)
-    return AggregateOutput(output, AGGREGATES[_kind(function)], index, str(argument.dataType().typeName()))
+    column = columns.get(int(argument.exprId().id())) if _kind(argument) == "AttributeReference" else None
+    return AggregateOutput(output, AGGREGATES[_kind(function)], index, str(argument.dataType().typeName()),
+                           "" if column is None else column[1])
 
 
 def _columns(relations: Mapping[str, Any]) -> dict[int, tuple[str, str]]:
@@ -181,13 +201,12 @@ def _columns(relations: Mapping[str, Any]) -> dict[int, tuple[str, str]]:
             for name, relation in relations.items() for attribute in _items(relation.output())}
 
 
-def _grouping_columns(plan: Any, relations: Mapping[str, Any]) -> dict[int, tuple[str, str]] | str:
+def _grouping_columns(plan: Any, columns: Mapping[int, tuple[str, str]]) -> dict[int, tuple[str, str]] | str:
     """The ``Aggregate``'s grouping columns (expression id -> source and column), or why they are
-    not all columns of the source ``relations``."""
+    not all ``columns`` of the sources (:func:`_columns`)."""
     expressions = _items(plan.groupingExpressions())
     if not expressions:
         return "an aggregate without GROUP BY"
-    columns = _columns(relations)
     grouping: dict[int, tuple[str, str]] = {}
     for expression in expressions:
         if _kind(expression) != "AttributeReference" or int(expression.exprId().id()) not in columns:

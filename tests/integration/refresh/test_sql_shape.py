@@ -52,13 +52,16 @@ def test_a_group_by_over_one_source_is_incremental(views: SparkSession, query: s
 
 @pytest.mark.parametrize(("query", "aggregates"), [
     ("SELECT k, COUNT(*) AS n, COUNT(v) nv, SUM(v) s, AVG(v) a, MIN(v) lo, MAX(v) hi FROM src WHERE v > 1 GROUP BY k",
-     [("n", "count", None, ""), ("nv", "count", 0, "decimal(12,2)"), ("s", "sum", 0, "decimal(12,2)"),
-      ("a", "avg", 0, "decimal(12,2)"), ("lo", "min", 0, "decimal(12,2)"), ("hi", "max", 0, "decimal(12,2)")]),
+     [("n", "count", None, ""), ("nv", "count", 0, "decimal(12,2)", "v"), ("s", "sum", 0, "decimal(12,2)", "v"),
+      ("a", "avg", 0, "decimal(12,2)", "v"), ("lo", "min", 0, "decimal(12,2)", "v"),
+      ("hi", "max", 0, "decimal(12,2)", "v")]),
     ("SELECT k, COUNT(1) AS n, SUM(v * 2) AS s, COUNT(v) AS nv, SUM(id) AS i, COUNT(id) AS ni FROM src GROUP BY k",
-     [("n", "count", None, ""), ("s", "sum", 0, "decimal(14,2)"), ("nv", "count", 1, "decimal(12,2)"),
-      ("i", "sum", 2, "long"), ("ni", "count", 2, "long")]),
+     [("n", "count", None, ""), ("s", "sum", 0, "decimal(14,2)"), ("nv", "count", 1, "decimal(12,2)", "v"),
+      ("i", "sum", 2, "long", "id"), ("ni", "count", 2, "long", "id")]),
     ("SELECT k, SUM(CAST(v AS double)) AS d, AVG(CAST(id AS int)) AS m FROM src GROUP BY k",
      [("d", "sum", 0, "double"), ("m", "avg", 1, "integer")]),
+    # a column renamed in a derived table is an expression's result, not the source's column
+    ("SELECT k, SUM(w) AS s FROM (SELECT k, v AS w FROM src) t GROUP BY k", [("s", "sum", 0, "decimal(12,2)")]),
 ])
 def test_a_group_by_shape_names_its_aggregates_their_arguments_and_types(
     views: SparkSession, query: str, aggregates: list[tuple[str, str, int | None, str]]
@@ -80,6 +83,22 @@ def test_a_group_by_shape_names_the_columns_it_reads(views: SparkSession, query:
     shape = group_by_shape(views.sql(query), _sources(query))
     assert isinstance(shape, GroupByShape), shape
     assert shape.read == read
+
+
+@pytest.mark.parametrize(("query", "filtered"), [
+    ("SELECT k, COUNT(*) AS n FROM src GROUP BY k", False),
+    ("SELECT k, COUNT(*) AS n FROM (SELECT k, v * 2 AS w FROM src) t GROUP BY k", False),
+    ("SELECT k, COUNT(*) AS n FROM src WHERE v > 1 GROUP BY k", True),
+    ("SELECT k, COUNT(*) AS n FROM (SELECT * FROM src WHERE id > 1) t GROUP BY k", True),
+    ("SELECT s.k, COUNT(*) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY s.k", False),
+    ("SELECT s.k, COUNT(*) FROM src s JOIN (SELECT * FROM dim WHERE region > 'a') d ON s.id = d.id AND s.k = d.part "
+     "GROUP BY s.k", True),
+])
+def test_a_group_by_shape_says_whether_a_filter_drops_source_rows(views: SparkSession, query: str,
+                                                                  filtered: bool) -> None:
+    shape = group_by_shape(views.sql(query), _sources(query))
+    assert isinstance(shape, GroupByShape), shape
+    assert shape.filtered is filtered
 
 
 @pytest.mark.parametrize(("query", "reason"), [
