@@ -7,15 +7,22 @@ import json
 import pytest
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StructField, StructType
 
-from airflow_provider_streambed.refresh.member_shape import from_record, shape_digest, to_record
+from airflow_provider_streambed.refresh.member_shape import (
+    RECORD_FORM,
+    from_record,
+    recorded_shape,
+    shape_digest,
+    to_record,
+)
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape, GroupKey
 
 QUERY = "SELECT grp, COUNT(*) AS n, SUM(amount) AS total FROM facts GROUP BY grp"
 SCHEMAS = {"facts": StructType([StructField("grp", IntegerType()), StructField("amount", DecimalType(12, 2))])}
 KEYS = {"facts": ("id",)}
 SHAPE = GroupByShape(("facts",), (GroupKey("grp", "facts", "grp"),),
-                     (AggregateOutput("n", "count", None, ""), AggregateOutput("total", "sum", 0, "decimal(12,2)")),
-                     {"facts": ["grp", "amount"]})
+                     (AggregateOutput("n", "count", None, ""),
+                      AggregateOutput("total", "sum", 0, "decimal(12,2)", "amount")),
+                     {"facts": ["grp", "amount"]}, filtered=True)
 
 
 def test_a_record_gives_back_its_shape_or_reason_under_its_digest() -> None:
@@ -39,3 +46,11 @@ def test_a_record_of_another_query_schema_key_or_spark_is_not_used(changed: dict
 @pytest.mark.parametrize("record", [None, "", "not json", json.dumps(["a list"])])
 def test_no_record_or_an_unreadable_one_is_not_used(record: str | None) -> None:
     assert from_record(record, shape_digest(QUERY, SCHEMAS, KEYS, "4.2.0")) is None
+
+
+def test_a_record_is_taken_as_it_is_when_its_form_is_this_one() -> None:
+    record = to_record(SHAPE, shape_digest(QUERY, SCHEMAS, KEYS, "4.2.0"))
+    assert recorded_shape(record) == SHAPE
+    older = json.dumps({**json.loads(record), "form": RECORD_FORM - 1})
+    assert recorded_shape(older) is None
+    assert from_record(older, shape_digest(QUERY, SCHEMAS, KEYS, "4.2.0")) is None
