@@ -13,10 +13,12 @@ resync) or whose columns changed gives no such facts: the member is then compute
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
@@ -108,22 +110,71 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
     given), never a whole table; ``None`` when there are none."""
     if not delete_files:
         return None
-    wanted = {path.rsplit("/", 1)[-1]: found.to_numpy()
-              for path, found in read_positions(delete_files, storage.open_input).items()}
+    wanted = _deleted(delete_files)
 
-    def read(name: str, uri: str) -> pa.Table:
+    def at_positions(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
+        return rows_at_positions(parquet, wanted[name].to_numpy(), stored)
+
+    named = [(uri, functools.partial(at_positions, name)) for name, uri in file_names(previous.data).items()
+             if name in wanted]
+    return _read_files(named, columns, names)
+
+
+def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
+              names: list[str] | None = None) -> pa.Table | None:
+    """The rows of ``snapshot``'s data files that its delete files leave, read whole in this
+    process (as ``columns`` when given; only the columns ``names``, when given); ``None`` when it
+    has no data files. A source's rows added this run are those of its staged output's files."""
+    deleted = _deleted(snapshot.deletes)
+
+    def kept(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
+        rows = parquet.read(columns=stored)
+        if name not in deleted:
+            return rows
+        return rows.filter(~np.isin(np.arange(rows.num_rows), deleted[name].to_numpy()))
+
+    named = [(uri, functools.partial(kept, name)) for name, uri in file_names(snapshot.data).items()]
+    return _read_files(named, columns, names)
+
+
+def _deleted(delete_files: tuple[str, ...]) -> dict[str, pa.Array]:
+    """The positions ``delete_files`` name, by data file name."""
+    return {path.rsplit("/", 1)[-1]: found for path, found in read_positions(delete_files, storage.open_input).items()}
+
+
+#: Reads the rows it takes from a Parquet file, given the stored columns to read (``None``: all).
+RowsOf = Callable[[pq.ParquetFile, list[str] | None], pa.Table]
+
+
+def _read_files(files: Sequence[tuple[str, RowsOf]], columns: FileColumns | None,
+                names: list[str] | None) -> pa.Table | None:
+    """The rows each file's reader takes from it (given its stored columns of ``names``, default
+    all), in threads, as ``columns`` when given and only the columns ``names``; ``None`` when no
+    file is given."""
+    def read(uri: str, rows_of: RowsOf) -> pa.Table:
         with storage.open_input(uri) as stream:
             parquet = pq.ParquetFile(stream)
             stored = None if names is None else names if columns is None else [
                 held for column in names for held in columns.held(column, parquet.schema_arrow.names)]
-            rows = rows_at_positions(parquet, wanted[name], stored)
+            rows = rows_of(parquet, stored)
         rows = rows if columns is None else columns.conform(rows)
         return rows if names is None else rows.select(names)
 
-    named = [(name, uri) for name, uri in file_names(previous.data).items() if name in wanted]
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        parts = list(pool.map(lambda file: read(*file), named))
+        parts = list(pool.map(lambda file: read(*file), files))
     return pa.concat_tables(parts) if parts else None
+
+
+def basis_reason(spark: SparkSession, spec: JobSpec, member: str, sources: Mapping[str, SourceState]) -> str | None:
+    """Why member ``member`` must be computed whole this run (its output in the previous cut and
+    its sources' changes are no basis for it), or ``None`` when they are."""
+    if str(spark.conf.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
+        return f"{INCREMENTAL_CONF} is false (a full refresh)"
+    if member not in spec.incremental:
+        return "no previous output of its definition (its first cut, or its definition changed)"
+    if not spec.previous_snapshot(member).data:
+        return "its snapshot in the previous cut has no files"
+    return next((reason for name, source in sources.items() if (reason := whole_reason(name, source))), None)
 
 
 def incremental_basis(
@@ -132,16 +183,8 @@ def incremental_basis(
 ) -> tuple[DataFrame, dict[str, Changes]] | str:
     """Member ``member``'s output in the previous cut and its sources' changes (with the columns
     ``read`` names per source, default all), or why the member must be computed whole this run."""
-    if str(spark.conf.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
-        return f"{INCREMENTAL_CONF} is false (a full refresh)"
-    if member not in spec.incremental:
-        return "no previous output of its definition (its first cut, or its definition changed)"
-    previous = spec.previous_snapshot(member)
-    if not previous.data:
-        return "its snapshot in the previous cut has no files"
-    for name, source in sources.items():
-        if (reason := whole_reason(name, source)) is not None:
-            return reason
+    if (reason := basis_reason(spark, spec, member, sources)) is not None:
+        return reason
     changes = {name: source_changes(spark, source, None if read is None else read[name])
                for name, source in sources.items()}
-    return SnapshotScan(spark, previous).rows(), changes
+    return SnapshotScan(spark, spec.previous_snapshot(member)).rows(), changes

@@ -14,7 +14,8 @@ output is staged whole, like every derived output: the member's previous output 
 its sources, and a whole output keeps publishing and the feed as they are. When its aggregates
 allow it and one of its sources changed (the others carried), the member is instead updated from
 that source's changes alone (:mod:`.sql_delta`), and only the groups that cannot be updated so
-are recomputed as above.
+are recomputed as above; when its recorded shape describes the query entirely, that update is
+computed in this process, without a Spark job (:mod:`.sql_delta_local`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -51,6 +53,7 @@ from airflow_provider_streambed.refresh.incremental import Changes, SourceState,
 from airflow_provider_streambed.refresh.member_shape import member_shape
 from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
 from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, recomputed_groups, updated_aggregates
+from airflow_provider_streambed.refresh.sql_delta_local import updated_in_process
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
@@ -70,15 +73,19 @@ def stage_sql_member(
     """Compute the member at W, from its previous output when its query and the run allow it
     (else whole, logged with why), and stage its output."""
     where = f"group={group.name} member={member.name} W={spec.watermark}"
-    columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
-    at_w = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)  # read once
 
-    def staged(frame: DataFrame, reason: str, record: str = "") -> MemberManifest:
+    def staged(frame: DataFrame | pa.Table, reason: str, record: str = "") -> MemberManifest:
         if reason:
             logger.info("%s: %s", where, reason)
-        return stage_member_output(collected(frame, spec.previous_snapshot(member.name)), spec.staging_root,
-                                   member.name, spec.watermark, (), definition, reason=reason, resynced=resynced,
-                                   shape=record)
+        output = collected(frame, spec.previous_snapshot(member.name)) if isinstance(frame, DataFrame) else frame
+        return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
+                                   reason=reason, resynced=resynced, shape=record)
+
+    if member.incremental and (local := updated_in_process(spark, spec, member, sources)) is not None:
+        return staged(local, f"its aggregates updated from the changes of {', '.join(member.sources)} in this process",
+                      spec.shapes[member.name])
+    columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
+    at_w = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)  # read once
 
     def whole(why: str, record: str = "") -> MemberManifest:
         with bound_query(spark, group, member, at_w) as frame:

@@ -44,6 +44,8 @@ OWNER_SUMS = ("SELECT owner, COUNT(*) AS n, COUNT(balance) AS counted, SUM(balan
               "MAX(balance) AS high FROM accounts WHERE id % 10 <> 3 GROUP BY owner")
 KIND_SUMS = ("SELECT kind, COUNT(*) AS n, COUNT(n) AS counted, SUM(n) AS total, AVG(n) AS mean FROM events "
              "GROUP BY kind")
+#: Updated in the worker's process (sql_delta_local): plain columns of one source, no WHERE
+KIND_COUNTS = "SELECT kind, COUNT(*) AS n, COUNT(n) AS counted, SUM(n) AS total FROM events GROUP BY kind"
 GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     Mirror("public.accounts"),
     Mirror("public.events", compact_deleted_ratio=0.2),
@@ -60,10 +62,12 @@ GROUP = RefreshGroup("incr", "src", "cat", "incr", (
     SqlMember("owner_sums_whole", f"SELECT * FROM ({OWNER_SUMS}) t", sources=["accounts"]),
     SqlMember("kind_sums", KIND_SUMS, sources=["events"], incremental=True),
     SqlMember("kind_sums_whole", f"SELECT * FROM ({KIND_SUMS}) t", sources=["events"]),
+    SqlMember("kind_counts", KIND_COUNTS, sources=["events"], incremental=True),
+    SqlMember("kind_counts_whole", f"SELECT * FROM ({KIND_COUNTS}) t", sources=["events"]),
 ))
 SUMMED = "its aggregates updated from the changes of"
 UPDATED = ("from its previous output", "the groups of", SUMMED)
-INCREMENTAL = ("owners", "kinds", "owner_stats", "kind_stats", "owner_sums", "kind_sums")
+INCREMENTAL = ("owners", "kinds", "owner_stats", "kind_stats", "owner_sums", "kind_sums", "kind_counts")
 
 
 def _bag(table: pa.Table) -> Counter[tuple[Any, ...]]:
@@ -125,6 +129,10 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     for name in ("owner_sums", "owner_stats"):
         assert f"{SUMMED} accounts, the groups that lost rows (MIN, MAX) recomputed" in reasons[name], reasons[name]
     assert f"{SUMMED} events, the groups of more than 7 rows (AVG (mean)) recomputed" in reasons["kind_sums"]
+    in_process = f"{SUMMED} events in this process"
+    assert sum(reason == in_process for reason in reasons["kind_counts"]) >= 2, reasons["kind_counts"]
+    assert not any(reason.endswith("in this process") for name in INCREMENTAL if name != "kind_counts"
+                   for reason in reasons[name])  # a WHERE, no COUNT beside a SUM, or means of more than 7 rows
     assert all(reason.endswith("(not updated from the changes alone: no COUNT of the argument of SUM (total) tells "
                                "when it is NULL)") for reason in reasons["kind_stats"]
                if reason.startswith("the groups of")), reasons["kind_stats"]
