@@ -21,7 +21,7 @@ reads the plan over empty sources, :mod:`.member_shape`), tested against the ins
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -136,10 +136,17 @@ def group_by_shape(frame: DataFrame, sources: Mapping[str, tuple[str, ...]]) -> 
     return GroupByShape(tuple(relations), tuple(keys), tuple(aggregates), read, filtered)
 
 
+def _source_view(node: Any, sources: Collection[str]) -> bool:
+    """Whether ``node`` is a source's bound view (the alias over the ``View`` of one of
+    ``sources``, by lower-cased name), not a derived table or CTE that takes a source's name."""
+    return (node.nodeName() == "SubqueryAlias" and str(node.alias()).lower() in sources
+            and node.child().nodeName() == "View")
+
+
 def _filtered(node: Any, sources: set[str]) -> bool:
     """Whether a ``Filter`` is among the nodes of ``node`` down to the source relations (by
     lower-cased name)."""
-    if node.nodeName() == "SubqueryAlias" and str(node.alias()).lower() in sources:
+    if _source_view(node, sources):
         return False
     return node.nodeName() == "Filter" or any(_filtered(child, sources) for child in _items(node.children()))
 
@@ -147,7 +154,7 @@ def _filtered(node: Any, sources: set[str]) -> bool:
 def _referenced(node: Any, sources: set[str]) -> set[int]:
     """The expression ids of the columns the nodes of ``node`` down to the source relations (by
     lower-cased name) refer to."""
-    if node.nodeName() == "SubqueryAlias" and str(node.alias()).lower() in sources:
+    if _source_view(node, sources):
         return set()
     ids = {int(column.exprId().id()) for column in _items(node.references().toSeq())}
     for child in _items(node.children()):
@@ -233,7 +240,7 @@ def _source_relations(
     """The relations of the sources under ``node`` (by source name; ``sources``: by lower-cased
     name, the name and its key) through row-local nodes (derived tables' aliases included) and key
     equi-joins, or why the path is not one of those; ``keyed`` gains the sources joined on their key."""
-    while node.nodeName() != "SubqueryAlias" or str(node.alias()).lower() not in sources:
+    while not _source_view(node, sources):
         name = str(node.nodeName())
         if name == "Join":
             return _joined_relations(node, sources, keyed)

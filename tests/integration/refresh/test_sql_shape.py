@@ -62,6 +62,8 @@ def test_a_group_by_over_one_source_is_incremental(views: SparkSession, query: s
      [("d", "sum", 0, "double"), ("m", "avg", 1, "integer")]),
     # a column renamed in a derived table is an expression's result, not the source's column
     ("SELECT k, SUM(w) AS s FROM (SELECT k, v AS w FROM src) t GROUP BY k", [("s", "sum", 0, "decimal(12,2)")]),
+    # so is a column a derived table that takes the source's name computes under the column's name
+    ("SELECT k, SUM(v) AS s FROM (SELECT k, v * 2 AS v FROM src) src GROUP BY k", [("s", "sum", 0, "decimal(14,2)")]),
 ])
 def test_a_group_by_shape_names_its_aggregates_their_arguments_and_types(
     views: SparkSession, query: str, aggregates: list[tuple[str, str, int | None, str]]
@@ -90,6 +92,7 @@ def test_a_group_by_shape_names_the_columns_it_reads(views: SparkSession, query:
     ("SELECT k, COUNT(*) AS n FROM (SELECT k, v * 2 AS w FROM src) t GROUP BY k", False),
     ("SELECT k, COUNT(*) AS n FROM src WHERE v > 1 GROUP BY k", True),
     ("SELECT k, COUNT(*) AS n FROM (SELECT * FROM src WHERE id > 1) t GROUP BY k", True),
+    ("SELECT k, COUNT(*) AS n FROM (SELECT * FROM src WHERE id > 1) src GROUP BY k", True),
     ("SELECT s.k, COUNT(*) FROM src s JOIN dim d ON s.id = d.id AND s.k = d.part GROUP BY s.k", False),
     ("SELECT s.k, COUNT(*) FROM src s JOIN (SELECT * FROM dim WHERE region > 'a') d ON s.id = d.id AND s.k = d.part "
      "GROUP BY s.k", True),
