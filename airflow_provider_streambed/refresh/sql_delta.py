@@ -85,18 +85,18 @@ def delta_reason(shape: GroupByShape, changed: Sequence[str]) -> str | None:
 def recomputed_groups(shape: GroupByShape) -> str:
     """The groups of a query :func:`delta_reason` accepts that :func:`updated_aggregates` cannot
     update (its :data:`LOST` groups), in words; empty when there are none."""
-    found = ["that lost rows (MIN, MAX)"] if _has_extremes(shape) else []
+    found = ["that lost rows (MIN, MAX)"] if has_extremes(shape) else []
     found += [f"of more than {AVERAGED_EXACTLY_UP_TO[mean.kind]:,} rows (AVG ({mean.output}))"
-              for mean in _bounded_means(shape)]
+              for mean in bounded_means(shape)]
     return f"the groups {' and '.join(found)}" if found else ""
 
 
-def _has_extremes(shape: GroupByShape) -> bool:
+def has_extremes(shape: GroupByShape) -> bool:
     """Whether the query has a ``MIN`` or ``MAX``, which a group that lost rows must recompute."""
     return any(aggregate.function in EXTREMES for aggregate in shape.aggregates)
 
 
-def _bounded_means(shape: GroupByShape) -> list[AggregateOutput]:
+def bounded_means(shape: GroupByShape) -> list[AggregateOutput]:
     """The query's ``AVG`` of integers, exact up to :data:`AVERAGED_EXACTLY_UP_TO` rows a group."""
     return [aggregate for aggregate in shape.aggregates
             if aggregate.function == "avg" and aggregate.kind in AVERAGED_EXACTLY_UP_TO]
@@ -129,8 +129,8 @@ def updated_aggregates(
 
 def _lost(shape: GroupByShape, counts: dict[int | None, int]) -> Column:
     """The :data:`LOST` column: whether the group is one :func:`recomputed_groups` names."""
-    lost = F.coalesce(F.col(LOST), F.lit(False)) if _has_extremes(shape) else F.lit(False)
-    for mean in _bounded_means(shape):
+    lost = F.coalesce(F.col(LOST), F.lit(False)) if has_extremes(shape) else F.lit(False)
+    for mean in bounded_means(shape):
         lost = lost | (_total(counts[mean.argument], LongType()) > AVERAGED_EXACTLY_UP_TO[mean.kind])
     return lost.alias(LOST)
 

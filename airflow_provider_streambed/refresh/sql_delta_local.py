@@ -10,19 +10,19 @@ the same rule (:func:`.sql_delta.delta_reason`) and with the same results:
 
 - the query reads one source, with no ``WHERE``: every row of the source is a row it groups;
 - every aggregate is ``COUNT(*)`` or of a column of the source as it is (no expression);
-- its ``AVG``\\ s are of integers (Spark divides decimals by rules of its own), and its ``MIN`` and
-  ``MAX`` of types DuckDB orders as Spark does (integers, decimals, dates, timestamps, strings
-  compared by bytes, booleans), as are its grouping columns (no floating point: Spark groups
-  ``NaN`` and ``-0.0`` by rules of its own);
+- its means (``AVG``) are of integers (Spark divides decimals by rules of its own), its grouping
+  columns and the arguments of its ``MIN`` and ``MAX`` of types DuckDB compares as Spark does
+  (:func:`compared_alike`: no floating point, which Spark groups and orders by rules of its own
+  for ``NaN`` and ``-0.0``);
 - no group is one :func:`.sql_delta.recomputed_groups` names (a group that lost rows, with a
   ``MIN`` or ``MAX``);
 - the previous output has at most :data:`.members.MAX_COLLECTED_ROWS` rows and no delete file,
   and the run changed at most :data:`MAX_CHANGED_ROWS` rows of the source (both are read into
   memory, the source's read columns only).
 
-Otherwise, or when the update fails here (a sum past its type, an unreadable file), Spark computes
-it, as before; :func:`updated_in_process` logs why at debug level. The output is staged with the
-previous output's columns and types, which are the query's.
+Otherwise Spark computes it, as before, and :func:`updated_in_process` logs why at debug level;
+so it does when the update fails here (a sum past its type, an unreadable file), logged as a
+warning. The output is staged with the previous output's columns and types, which are the query's.
 """
 
 from __future__ import annotations
@@ -40,7 +40,14 @@ from airflow_provider_streambed.refresh.incremental import SourceState, basis_re
 from airflow_provider_streambed.refresh.member_shape import recorded_shape
 from airflow_provider_streambed.refresh.members import MAX_COLLECTED_ROWS
 from airflow_provider_streambed.refresh.merge_queries import quoted
-from airflow_provider_streambed.refresh.sql_delta import AVERAGED_EXACTLY_UP_TO, EXTREMES, delta_reason
+from airflow_provider_streambed.refresh.sql_delta import (
+    AVERAGED_EXACTLY_UP_TO,
+    EXTREMES,
+    LOST,
+    bounded_means,
+    delta_reason,
+    has_extremes,
+)
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 from airflow_provider_streambed.staging import JobSpec, SnapshotFiles
 from airflow_provider_streambed.staging.members import row_count
@@ -50,11 +57,6 @@ logger = logging.getLogger(__name__)
 #: Runs that changed more rows of the source than this are updated by Spark: the rows added and
 #: removed are read into this process's memory (the columns the query reads).
 MAX_CHANGED_ROWS = 1_000_000
-#: Argument types (as Spark names them) whose ``MIN`` and ``MAX`` DuckDB takes as Spark does.
-ORDERED_ALIKE = frozenset({"byte", "short", "integer", "long", "date", "timestamp", "timestamp_ntz", "string",
-                           "boolean"})
-#: The column of the update that is true on the groups it cannot update (:func:`.sql_delta.recomputed_groups`).
-_LOST = "_streambed_lost"
 
 
 def in_process_reason(shape: GroupByShape) -> str | None:
@@ -69,8 +71,6 @@ def in_process_reason(shape: GroupByShape) -> str | None:
             return f"{name} is of an expression"
         if aggregate.function == "avg" and aggregate.kind not in AVERAGED_EXACTLY_UP_TO:
             return f"{name} of a {aggregate.kind} is divided by Spark's rules"
-        if aggregate.function in EXTREMES and not (aggregate.kind in ORDERED_ALIKE or _is_decimal(aggregate.kind)):
-            return f"{name} of a {aggregate.kind} is ordered by Spark's rules"
     return None
 
 
@@ -78,53 +78,59 @@ def updated_in_process(
     spark: SparkSession, spec: JobSpec, member: SqlMember, sources: Mapping[str, SourceState]
 ) -> pa.Table | None:
     """The member's output at W updated from its previous output and its one source's changes in
-    this process, or ``None`` when Spark must compute it (see the module; why is logged)."""
+    this process, or ``None`` when Spark must compute it (see the module; why is logged: at debug
+    level, or as a warning when the update failed here)."""
+    where = f"group={spec.group['name']} member={member.name}"
     try:
-        why = _why_not(spark, spec, member, sources)
-        updated = _updated(spec, member, sources) if why is None else why
-    except (duckdb.Error, pa.ArrowException, OSError) as error:
-        updated = f"the update failed here: {type(error).__name__}: {str(error).splitlines()[0]}"
+        updated = _updated(spark, spec, member, sources)
+    except (duckdb.Error, pa.ArrowException, KeyError, ValueError, OSError) as error:  # Spark computes it
+        logger.warning("%s: updated by Spark: the update in this process failed: %s: %s", where,
+                       type(error).__name__, str(error).splitlines()[0])
+        return None
     if isinstance(updated, str):
-        logger.debug("group=%s member=%s: updated by Spark: %s", spec.group["name"], member.name, updated)
+        logger.debug("%s: updated by Spark: %s", where, updated)
         return None
     return updated
 
 
-def _why_not(spark: SparkSession, spec: JobSpec, member: SqlMember, sources: Mapping[str, SourceState]) -> str | None:
-    """Why the member is not updated in this process this run, or ``None``."""
+def _updated(spark: SparkSession, spec: JobSpec, member: SqlMember,
+             sources: Mapping[str, SourceState]) -> pa.Table | str:
+    """The update in this process, or why Spark computes it."""
+    shape = _shape(spark, spec, member, sources)
+    if isinstance(shape, str):
+        return shape
+    source, names = sources[shape.sources[0]], list(shape.read[shape.sources[0]])
+    assert source.staged is not None
+    previous = live_rows(spec.previous_snapshot(member.name))
+    assert previous is not None  # basis_reason: the previous output has files
+    added = live_rows(SnapshotFiles(source.staged.files, source.staged.delete_files), source.columns, names)
+    removed = removed_rows(source.previous, source.staged.delete_files, source.columns, names)
+    like = added if added is not None else removed
+    if like is None:
+        return "its source's output this run has no files"
+    empty = like.schema.empty_table()
+    return updated_table(shape, previous, empty if added is None else added, empty if removed is None else removed)
+
+
+def _shape(spark: SparkSession, spec: JobSpec, member: SqlMember,
+           sources: Mapping[str, SourceState]) -> GroupByShape | str:
+    """The member's recorded shape when the member may be updated in this process this run, else why not."""
     shape = recorded_shape(spec.shapes.get(member.name))
     if not isinstance(shape, GroupByShape):
         return f"no recorded GROUP BY shape ({shape or 'none'})"
-    if (reason := in_process_reason(shape) or basis_reason(spark, spec, member.name, sources)) is not None:
+    if reason := in_process_reason(shape) or basis_reason(spark, spec, member.name, sources):
         return reason
     staged = sources[shape.sources[0]].staged
     if staged is None:
         return "its source is carried"
-    if (reason := delta_reason(shape, shape.sources)) is not None:
+    if reason := delta_reason(shape, shape.sources):
         return reason
     previous = spec.previous_snapshot(member.name)
     if previous.deletes or row_count(previous.data) > MAX_COLLECTED_ROWS:
         return f"its previous output has delete files or more than {MAX_COLLECTED_ROWS:,} rows"
     if staged.row_count + staged.deleted_rows > MAX_CHANGED_ROWS:
         return f"its source changed more than {MAX_CHANGED_ROWS:,} rows"
-    return None
-
-
-def _updated(spec: JobSpec, member: SqlMember, sources: Mapping[str, SourceState]) -> pa.Table | str:
-    """The update, once :func:`_why_not` found nothing against it, or why Spark computes it."""
-    shape = recorded_shape(spec.shapes[member.name])
-    assert isinstance(shape, GroupByShape)
-    source, names = sources[shape.sources[0]], list(shape.read[shape.sources[0]])
-    assert source.staged is not None
-    previous = live_rows(spec.previous_snapshot(member.name))
-    added = live_rows(SnapshotFiles(source.staged.files, source.staged.delete_files), source.columns, names)
-    removed = removed_rows(source.previous, source.staged.delete_files, source.columns, names)
-    if previous is None or (added is None and removed is None):
-        return "no previous rows, or no rows changed"
-    like = added if added is not None else removed
-    assert like is not None
-    empty = like.schema.empty_table()
-    return updated_table(shape, previous, empty if added is None else added, empty if removed is None else removed)
+    return shape
 
 
 def updated_table(shape: GroupByShape, previous: pa.Table, added: pa.Table, removed: pa.Table) -> pa.Table | str:
@@ -132,13 +138,15 @@ def updated_table(shape: GroupByShape, previous: pa.Table, added: pa.Table, remo
     :func:`.sql_delta.delta_reason` accept) from its ``previous`` output and its source's rows
     ``added`` and ``removed`` (the columns it reads), with the previous output's schema; or why
     Spark must compute it (a group the changes alone do not update, a floating-point group)."""
-    if floating := [key.output for key in shape.keys if pa.types.is_floating(previous.schema.field(key.output).type)]:
-        return f"its grouping column {floating[0]} is of floating point"
+    compared = [key.output for key in shape.keys] + [extreme.output for extreme in shape.aggregates
+                                                     if extreme.function in EXTREMES]
+    if unlike := [name for name in compared if not compared_alike(previous.schema.field(name).type)]:
+        return f"its column {unlike[0]} is compared by Spark's rules ({previous.schema.field(unlike[0]).type})"
     database = duckdb.connect()
     for relation, rows in (("previous", previous), ("added", added), ("removed", removed)):
         database.register(relation, rows)
     result = database.execute(update_query(shape, previous.schema)).to_arrow_table()
-    if pc.any(result[_LOST]).as_py():
+    if pc.any(result[LOST]).as_py():
         return "some groups lost rows and have a MIN or MAX, or count more rows than their AVG is exact for"
     return result.select(previous.schema.names).cast(previous.schema)
 
@@ -146,7 +154,7 @@ def updated_table(shape: GroupByShape, previous: pa.Table, added: pa.Table, remo
 def update_query(shape: GroupByShape, output: pa.Schema) -> str:
     """DuckDB's query of the member's output at W from the relations ``previous`` (its previous
     output, of schema ``output``), ``added`` and ``removed`` (its source's rows added and removed),
-    as :func:`.sql_delta.updated_aggregates` computes it, with the column :data:`_LOST`."""
+    as :func:`.sql_delta.updated_aggregates` computes it, with the column :data:`LOST`."""
     keys = [quoted(key.output) for key in shape.keys]
     groups = ", ".join(str(i + 1) for i in range(len(keys)))
     from_source = [f"{quoted(key.column)} AS {quoted(key.output)}" for key in shape.keys]
@@ -161,18 +169,18 @@ def update_query(shape: GroupByShape, output: pa.Schema) -> str:
     previous = ", ".join(keys + [f"{quoted(aggregate.output)} AS {part}"
                                  for aggregate, part in zip(shape.aggregates, parts("p"), strict=True)])
     sides = [f"SELECT {previous} FROM previous", f"SELECT {of_rows('a')} FROM added GROUP BY {groups}",
-             f"SELECT {of_rows('r')}, TRUE AS {_LOST} FROM removed GROUP BY {groups}"]
+             f"SELECT {of_rows('r')}, TRUE AS {LOST} FROM removed GROUP BY {groups}"]
     merged = (f"SELECT {', '.join(keys)}, {', '.join(f'max({part}) AS {part}' for tag in 'par' for part in parts(tag))}"
-              f", coalesce(bool_or({_LOST}), FALSE) AS {_LOST} FROM ({' UNION ALL BY NAME '.join(sides)}) "
+              f", coalesce(bool_or({LOST}), FALSE) AS {LOST} FROM ({' UNION ALL BY NAME '.join(sides)}) "
               f"GROUP BY {groups}")
     counts = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "count"}
     sums = {aggregate.argument: i for i, aggregate in enumerate(shape.aggregates) if aggregate.function == "sum"}
     values = [f"{_value(i, aggregate, counts, sums, output)} AS {quoted(aggregate.output)}"
               for i, aggregate in enumerate(shape.aggregates)]
-    lost = [_LOST] if any(aggregate.function in EXTREMES for aggregate in shape.aggregates) else []
+    lost = [LOST] if has_extremes(shape) else []
     lost += [f"{_total(counts[mean.argument], 'HUGEINT')} > {AVERAGED_EXACTLY_UP_TO[mean.kind]}"
-             for mean in shape.aggregates if mean.function == "avg"]
-    return (f"SELECT {', '.join(keys)}, {', '.join(values)}, {' OR '.join(lost) or 'FALSE'} AS {_LOST} "
+             for mean in bounded_means(shape)]
+    return (f"SELECT {', '.join(keys)}, {', '.join(values)}, {' OR '.join(lost) or 'FALSE'} AS {LOST} "
             f"FROM ({merged}) WHERE {_total(counts[None], 'HUGEINT')} > 0")
 
 
@@ -211,5 +219,10 @@ def _total(i: int, kind: str) -> str:
                        f"coalesce(CAST({_part('r', i)} AS {kind}), 0)"])
 
 
-def _is_decimal(kind: str) -> bool:
-    return kind.startswith("decimal")
+def compared_alike(kind: pa.DataType) -> bool:
+    """Whether DuckDB compares and orders values of Arrow type ``kind`` as Spark does: integers,
+    decimals, strings and binaries (by their bytes), dates, timestamps and booleans; not floating
+    point (Spark groups ``NaN`` and ``-0.0`` by rules of its own) nor nested types."""
+    return any(test(kind) for test in (pa.types.is_integer, pa.types.is_decimal, pa.types.is_string,
+                                       pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
+                                       pa.types.is_date, pa.types.is_timestamp, pa.types.is_boolean))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pyarrow as pa
 import pytest
 
-from airflow_provider_streambed.refresh.sql_delta_local import in_process_reason
+from airflow_provider_streambed.refresh.sql_delta_local import in_process_reason, updated_table
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape, GroupKey
 
 ROWS = AggregateOutput("n", "count", None, "")
@@ -28,8 +29,20 @@ def test_plain_columns_of_one_unfiltered_source_are_updated_in_process() -> None
     ({"aggregates": (ROWS, COUNTED, AggregateOutput("s", "sum", 0, "integer"))}, "SUM (s) is of an expression"),
     ({"aggregates": (ROWS, AggregateOutput("a", "avg", 0, "decimal(12,2)", "v"))},
      "AVG (a) of a decimal(12,2) is divided by Spark's rules"),
-    ({"aggregates": (ROWS, AggregateOutput("lo", "min", 0, "double", "v"))},
-     "MIN (lo) of a double is ordered by Spark's rules"),
 ])
 def test_anything_else_is_left_to_spark_and_says_why(changed: dict[str, object], reason: str) -> None:
     assert in_process_reason(dataclasses.replace(SHAPE, **changed)) == reason  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("key", "low", "unlike"), [
+    (pa.float64(), pa.string(), "k"),
+    (pa.list_(pa.float32()), pa.string(), "k"),
+    (pa.int32(), pa.float64(), "lo"),
+])
+def test_floating_point_groups_and_extremes_are_left_to_spark(key: pa.DataType, low: pa.DataType,
+                                                               unlike: str) -> None:
+    shape = dataclasses.replace(SHAPE, aggregates=(ROWS, AggregateOutput("lo", "min", 1, "t", "t")))
+    previous = pa.schema([("k", key), ("n", pa.int64()), ("lo", low)]).empty_table()
+    rows = pa.schema([("k", key), ("t", low)]).empty_table()
+    assert updated_table(shape, previous, rows, rows) == (
+        f"its column {unlike} is compared by Spark's rules ({previous.schema.field(unlike).type})")
