@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile
@@ -27,12 +26,16 @@ READ_THREADS = 4
 
 def positions_by_file(pairs: pa.Table) -> dict[str, pa.Array]:
     """Position-delete rows (``file_path``, ``pos``) as each data file's positions, sorted and distinct."""
-    pairs = pairs.select([DELETE_FILE_PATH, DELETE_POS]).group_by([DELETE_FILE_PATH, DELETE_POS]).aggregate([])
-    pairs = pairs.sort_by([(DELETE_FILE_PATH, "ascending"), (DELETE_POS, "ascending")])
-    return {
-        path: pairs.filter(pc.equal(pairs[DELETE_FILE_PATH], path))[DELETE_POS].combine_chunks()
-        for path in pc.unique(pairs[DELETE_FILE_PATH]).to_pylist()
-    }
+    paths = pairs[DELETE_FILE_PATH].combine_chunks().dictionary_encode()
+    files, positions = paths.indices.to_numpy(), pairs[DELETE_POS].to_numpy()
+    order = np.lexsort((positions, files))  # by file, then position
+    files, positions = files[order], positions[order]
+    bounds = np.searchsorted(files, np.arange(len(paths.dictionary) + 1))
+    found = {}
+    for file, path in enumerate(paths.dictionary.to_pylist()):
+        chunk = positions[bounds[file]:bounds[file + 1]]
+        found[path] = pa.array(chunk[np.concatenate(([True], chunk[1:] != chunk[:-1]))], pa.int64())
+    return found
 
 
 def deleted_positions(io: FileIO, deletes: Iterable[DataFile]) -> dict[str, pa.Array]:
