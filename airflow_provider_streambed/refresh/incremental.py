@@ -108,32 +108,49 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
     """The rows of ``previous``'s data files that ``delete_files`` name, read in this process from
     the row groups that hold them (as ``columns`` when given; only the columns ``names``, when
     given), never a whole table; ``None`` when there are none."""
-    if not delete_files:
-        return None
-    wanted = _deleted(delete_files)
-
-    def at_positions(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
-        return rows_at_positions(parquet, wanted[name].to_numpy(), stored)
-
-    named = [(uri, functools.partial(at_positions, name)) for name, uri in file_names(previous.data).items()
-             if name in wanted]
-    return _read_files(named, columns, names)
+    return _removed(previous.data, _deleted(delete_files), columns, names) if delete_files else None
 
 
 def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
               names: list[str] | None = None) -> pa.Table | None:
     """The rows of ``snapshot``'s data files that its delete files leave, read whole in this
     process (as ``columns`` when given; only the columns ``names``, when given); ``None`` when it
-    has no data files. A source's rows added this run are those of its staged output's files."""
-    deleted = _deleted(snapshot.deletes)
+    has no data files."""
+    return _live(snapshot.data, _deleted(snapshot.deletes), columns, names)
 
+
+def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[pa.Table | None, pa.Table | None]:
+    """The rows a source that gives changes (:func:`whole_reason`) removed and added this run, as
+    :func:`source_changes` has them, both read in this process (its delete files once), with its
+    columns ``names`` (default all); ``None`` for a side without files."""
+    staged = source.staged
+    assert staged is not None
+    deleted = _deleted(staged.delete_files)
+    return (_removed(source.previous.data, deleted, source.columns, names),
+            _live(staged.files, deleted, source.columns, names))
+
+
+def _removed(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileColumns | None,
+             names: list[str] | None) -> pa.Table | None:
+    """The rows of the data files ``data`` at the positions ``deleted`` names (by file name)."""
+    def at_positions(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
+        return rows_at_positions(parquet, deleted[name].to_numpy(), stored)
+
+    named = [(uri, functools.partial(at_positions, name)) for name, uri in file_names(data).items()
+             if name in deleted]
+    return _read_files(named, columns, names)
+
+
+def _live(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileColumns | None,
+          names: list[str] | None) -> pa.Table | None:
+    """The rows of the data files ``data`` but those at the positions ``deleted`` names (by file name)."""
     def kept(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
         rows = parquet.read(columns=stored)
         if name not in deleted:
             return rows
         return rows.filter(~np.isin(np.arange(rows.num_rows), deleted[name].to_numpy()))
 
-    named = [(uri, functools.partial(kept, name)) for name, uri in file_names(snapshot.data).items()]
+    named = [(uri, functools.partial(kept, name)) for name, uri in file_names(data).items()]
     return _read_files(named, columns, names)
 
 

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.incremental import SourceState, basis_reason, live_rows, removed_rows
+from airflow_provider_streambed.refresh.incremental import SourceState, basis_reason, changed_rows, live_rows
 from airflow_provider_streambed.refresh.member_shape import recorded_shape
 from airflow_provider_streambed.refresh.members import MAX_COLLECTED_ROWS
 from airflow_provider_streambed.refresh.merge_queries import quoted
@@ -49,7 +49,7 @@ from airflow_provider_streambed.refresh.sql_delta import (
     has_extremes,
 )
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
-from airflow_provider_streambed.staging import JobSpec, SnapshotFiles
+from airflow_provider_streambed.staging import JobSpec
 from airflow_provider_streambed.staging.members import row_count
 
 logger = logging.getLogger(__name__)
@@ -100,11 +100,9 @@ def _updated(spark: SparkSession, spec: JobSpec, member: SqlMember,
     if isinstance(shape, str):
         return shape
     source, names = sources[shape.sources[0]], list(shape.read[shape.sources[0]])
-    assert source.staged is not None
     previous = live_rows(spec.previous_snapshot(member.name))
     assert previous is not None  # basis_reason: the previous output has files
-    added = live_rows(SnapshotFiles(source.staged.files, source.staged.delete_files), source.columns, names)
-    removed = removed_rows(source.previous, source.staged.delete_files, source.columns, names)
+    removed, added = changed_rows(source, names)
     like = added if added is not None else removed
     if like is None:
         return "its source's output this run has no files"
