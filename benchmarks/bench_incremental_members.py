@@ -7,9 +7,10 @@ amounts counted and their sum: an incremental PythonMember
 the changes), a SqlMember ``grp_stats``, ``SELECT grp, COUNT(*), COUNT(amount), SUM(amount) FROM
 facts GROUP BY grp``, and ``grp_means``, the same with ``AVG(amount)`` (both updated from the
 changes alone: ``grp_stats`` in the worker's process, ``sql_delta_local``; ``grp_means`` by Spark,
-which divides a decimal's mean by rules of its own); and a SqlMember ``region_stats`` over a key join, ``facts JOIN dims ON grp =
-dims.id GROUP BY grp, dims.region`` with the same aggregates (``dims``: a carried mirror of 100
-rows keyed by ``id``, a region each; updated from the changes of ``facts`` joined to ``dims``).
+which divides a decimal's mean by rules of its own); and a SqlMember ``region_stats`` over a key
+join, ``facts JOIN dims ON grp = dims.id GROUP BY grp, dims.region`` with the same aggregates
+(``dims``: a carried mirror of 100 rows keyed by ``id``, a region each; updated from the changes
+of ``facts`` joined to ``dims``).
 Each line names the member. Their previous outputs are computed once over the mirror; then the mirror is
 refreshed after 0.1 % and 1 % updated rows (random keys, each moved to another group with a NULL
 amount: every group touched), and after as many inserted rows (an append-mostly table, all in
