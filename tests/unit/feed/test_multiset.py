@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+import random
 from collections import Counter
 from decimal import Decimal
 
+import duckdb
 import pyarrow as pa
 
 from airflow_provider_streambed.feed.multiset import net
@@ -39,3 +43,38 @@ def test_net_drops_the_rows_both_sides_share() -> None:
     assert _bag(added) == _bag(_table((1, "a", Decimal(3), None, None)))
     empty = _table()
     assert net(empty, _table(row)) == (empty, _table(row))
+
+
+def _floats_bag(table: pa.Table) -> Counter[str]:
+    """``_bag`` with ``-0.0`` read as ``0.0``: equal rows, of which DuckDB keeps either."""
+    return Counter(repr({name: 0.0 if isinstance(value, float) and value == 0 else value
+                         for name, value in row.items()}) for row in table.to_pylist())
+
+
+def _except_all(left: pa.Table, right: pa.Table) -> Counter[str]:
+    """The reference: DuckDB's ``EXCEPT ALL`` over the whole tables."""
+    with duckdb.connect() as con:
+        con.register("l", left)
+        con.register("r", right)
+        return _floats_bag(con.sql("SELECT * FROM l EXCEPT ALL SELECT * FROM r").to_arrow_table())
+
+
+def test_net_equals_except_all_over_whole_tables_on_random_rows() -> None:
+    """The rows sent to DuckDB are narrowed first; the result must be the whole tables' difference,
+    with floats (``-0.0`` equals ``0.0``, NaN equals NaN in DuckDB) and lists compared by DuckDB."""
+    schema = pa.schema([("id", pa.int32()), ("name", pa.string()), ("score", pa.float64()),
+                        ("tags", pa.list_(pa.int8())), ("at", pa.date32())])
+    rng = random.Random(34)
+    values: dict[str, list[object]] = {
+        "id": [1, 2, None], "name": ["a", "b", None], "score": [0.0, -0.0, math.nan, 1.5, None],
+        "tags": [[1], [1, 2], [], None], "at": [dt.date(2026, 1, 1), None]}
+
+    def rows(count: int) -> pa.Table:
+        return pa.Table.from_pylist([{name: rng.choice(options) for name, options in values.items()}
+                                    for _ in range(count)], schema=schema)
+
+    for _ in range(40):
+        removed, added = rows(rng.randint(1, 12)), rows(rng.randint(1, 12))
+        gone, came = net(removed, added)
+        assert gone.schema == came.schema == schema
+        assert (_floats_bag(gone), _floats_bag(came)) == (_except_all(removed, added), _except_all(added, removed))
