@@ -100,7 +100,7 @@ def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: 
     with io.new_input(data_file.file_path).open() as stream:
         rows = rows_at_positions(pq.ParquetFile(stream), positions)
     path = directory / f"{uuid.uuid4().hex}.parquet"
-    pq.write_table(rows, path)
+    pq.write_table(rows, path, compression="none", use_dictionary=False, write_statistics=False)  # read once, here
     extract = DataFile.from_args(content=DataFileContent.DATA, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
                                  partition=data_file.partition, record_count=len(positions),
                                  file_size_in_bytes=path.stat().st_size)
