@@ -3,7 +3,10 @@ damaged staged output (a truncated or missing file) is computed again (issue 15,
 
 Each run of the example bank group runs ``refresh_once`` in its own process
 (:mod:`.kill_worker`), killed at one point; the retry runs in the test. Transfers are journaled,
-so every cut must hold exactly the transfers committed before it, with the bank invariant.
+so every cut must hold exactly the transfers committed before it, with the bank invariant. The
+``spark`` point kills a spark-submit application halfway; every other run and every retry
+computes its SQL member on the session's Spark Connect server (a cold spark-submit JVM each
+would add no step to kill).
 """
 
 from __future__ import annotations
@@ -38,13 +41,15 @@ def local(uri: str) -> Path:
     return Path(uri.removeprefix("file://"))
 
 
-def kill_at(point: str, props: dict[str, str], run_key: str, dsn: str) -> None:
-    """Run the worker until it dies at ``point``; ``spark``: kill its process group (Spark too) once
-    the Spark job staged its first member."""
+def kill_at(point: str, props: dict[str, str], run_key: str, dsn: str, remote: str) -> None:
+    """Run the worker until it dies at ``point``; ``spark``: kill its process group (a spark-submit
+    application too) once the Spark job staged its first member. Other points run Spark on
+    ``remote``."""
+    connect = {} if point == "spark" else {"STREAMBED_SPARK_REMOTE": remote}
     worker = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.airflow.kill_worker", "none" if point == "spark" else point,
          json.dumps(props), run_key],
-        cwd=ROOT, env={**os.environ, "STREAMBED_SOURCE_DSN": dsn}, start_new_session=True,
+        cwd=ROOT, env={**os.environ, "STREAMBED_SOURCE_DSN": dsn, **connect}, start_new_session=True,
     )
     try:
         if point == "spark":
@@ -71,7 +76,7 @@ def staged_files(root: str, member: str) -> list[Path]:
 
 
 def test_a_run_killed_at_any_step_is_retried_into_one_right_cut(
-    pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path
+    pg_dsn: str, sqlite_catalog_uri: str, spark_connect_url: str, tmp_path: Path
 ) -> None:
     sys.path.insert(0, str(ROOT / "dags"))
     from example_bank import bank
@@ -87,7 +92,7 @@ def test_a_run_killed_at_any_step_is_retried_into_one_right_cut(
         with psycopg.connect(pg_dsn) as conn:
             journal |= {move_money(conn, rng) for _ in range(10)}
         run_key = f"run{number}"
-        kill_at(point, props, run_key, pg_dsn)
+        kill_at(point, props, run_key, pg_dsn, spark_connect_url)
         pinned = ledger.get_run("bank", run_key)
         assert (pinned is None) == (point == "copy"), point  # W is pinned after the copies
         root = staging_root(props["warehouse"], "bank", run_key)
@@ -104,13 +109,15 @@ def test_a_run_killed_at_any_step_is_retried_into_one_right_cut(
             unmoved = next(m for m in MEMBERS if staged_files(root, m))
             staged_files(root, unmoved)[0].unlink()
             with pytest.raises(UnpublishableRunError, match=f"member '{unmoved}': staged file .* is missing"):
-                refresh_once(bank, source_dsn=pg_dsn, catalog_properties=props, run_key=run_key)
+                refresh_once(bank, source_dsn=pg_dsn, catalog_properties=props, run_key=run_key,
+                             spark_remote=spark_connect_url)
             failed = ledger.get_run("bank", run_key)
             assert failed is not None and failed.state == RunState.FAILED
             assert len(ledger.list_cuts("bank")) == number - 1
             run_key, pinned = f"{run_key}-next", None  # the group's next run takes over
 
-        result = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=props, run_key=run_key)
+        result = refresh_once(bank, source_dsn=pg_dsn, catalog_properties=props, run_key=run_key,
+                              spark_remote=spark_connect_url)
         assert result.outcome == RunState.PUBLISHED and result.cut.cut_id == number, point
         if pinned is not None:
             assert result.cut.watermark == pinned.watermark, point
