@@ -12,11 +12,13 @@ SECRET = "Pw-streambed-7f3a9c"
 
 
 class Watch(threading.Thread):
-    """Scans every process's command line and the warehouse's files while the run goes on."""
+    """Scans every process's command line and the warehouse's files while the run goes on (a file
+    again only when its size or modification time changed)."""
 
     def __init__(self, warehouse: Path) -> None:
         super().__init__(daemon=True)
         self.warehouse, self.stop, self.found, self.scans = warehouse, threading.Event(), set[str](), 0
+        self.read: dict[Path, tuple[int, int]] = {}
 
     def run(self) -> None:
         while not self.stop.wait(0.05):
@@ -33,8 +35,12 @@ class Watch(threading.Thread):
                 self.found.add(f"{cmdline}: {text[:200]}")
         for path in self.warehouse.rglob("*"):
             try:
-                if path.is_file() and SECRET.encode() in path.read_bytes():
+                status = path.stat()
+                if not path.is_file() or self.read.get(path) == (status.st_size, status.st_mtime_ns):
+                    continue
+                if SECRET.encode() in path.read_bytes():
                     self.found.add(str(path))
+                self.read[path] = (status.st_size, status.st_mtime_ns)
             except OSError:  # moved or deleted meanwhile (staging)
                 continue
 
