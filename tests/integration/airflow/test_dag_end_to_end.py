@@ -62,7 +62,7 @@ def test_bank_runs_under_a_concurrent_writer(
     lineage_file: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Six runs of the example bank DAG under a writer: every cut keeps the invariant and grows, one
+    """Four runs of the example bank DAG under a writer: every cut keeps the invariant and grows, one
     Asset event per cut; every step writes OpenLineage events naming what it read and wrote, the
     tasks link to the Streambed page; and the source password, given to the connection, appears
     in no command line, warehouse or staged file (the job spec too), log line, XCom or rendered field.
@@ -78,7 +78,7 @@ def test_bank_runs_under_a_concurrent_writer(
     watch = Watch(Path(bank_connections["warehouse"].removeprefix("file://")))
     watch.start()
     try:
-        ran = run_bank_under_writer("bank_e2e", 5, **spark_kwargs())  # cuts 1..6, each keeps the invariant
+        ran = run_bank_under_writer("bank_e2e", 3, **spark_kwargs())  # cuts 1..4, each keeps the invariant
     finally:
         watch.stop.set()
         watch.join()
@@ -90,7 +90,7 @@ def test_bank_runs_under_a_concurrent_writer(
         seen = ids
     assert seen == ran.journal and len(ran.journal) > 50
     events = _asset_events("streambed://lakehouse/bank/balances")
-    assert sorted(event["cut_id"] for event in events) == [1, 2, 3, 4, 5, 6]
+    assert sorted(event["cut_id"] for event in events) == [1, 2, 3, 4]
     assert {event["watermark_lsn"] for event in events} == {str(cut.watermark) for cut in ran.cuts}
 
     _check_lineage(lineage_file, ran, params, bank_connections["warehouse"])
