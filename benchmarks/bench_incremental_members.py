@@ -11,12 +11,14 @@ which divides a decimal's mean by rules of its own); and a SqlMember ``region_st
 join, ``facts JOIN dims ON grp = dims.id GROUP BY grp, dims.region`` with the same aggregates
 (``dims``: a carried mirror of 100 rows keyed by ``id``, a region each; updated from the changes
 of ``facts`` joined to ``dims``).
-Each line names the member. Their previous outputs are computed once over the mirror; then the mirror is
-refreshed after 0.1 % and 1 % updated rows (random keys, each moved to another group with a NULL
-amount: every group touched), and after as many inserted rows (an append-mostly table, all in
-one group), staged merge-on-read as a refresh stages it, and each member computed on top of that,
-timed side by side in one in-process ``local[2]`` Spark session warmed up by one round first (no
-JVM start in any figure), median of ``--repeats``:
+Each line names the member; for a SQL member the next says how its last incremental run
+computed it (its staged reason: in this process, or by Spark and how). Their previous outputs are
+computed once over the mirror; then the mirror is refreshed after 0.1 % and 1 % updated rows
+(random keys, each moved to another group with a NULL amount: every group touched), and after
+as many inserted rows (an append-mostly table, all in one group), staged merge-on-read as a
+refresh stages it, and each member computed on top of that, timed side by side in one
+in-process ``local[2]`` Spark session warmed up by one round first (no JVM start in any figure),
+median of ``--repeats``:
 
 - full: the member recomputed whole over the mirror at W, and its output staged;
 - incremental: the member computed as the refresh job computes it from its previous output and
@@ -171,9 +173,12 @@ def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims:
         updated = median_seconds(partial(compute, spark, spec, member, sources, incremental_root), repeats)
         whole, incremental = (rows_of(spark, root, member.name) for root in (full_root, incremental_root))
         ratio, goal = updated / full, GOALS[fraction]
+        staged_as = read_member_manifest(incremental_root.as_uri(), member.name)  # the last repeat's
         print(f"    {member.name:<12} full {full:.2f} s, incremental {updated:.2f} s = {ratio:.1%} of full "
               f"(goal <= {goal:.0%}: {'met' if ratio <= goal else 'NOT met'}); "
               f"outputs {'equal' if whole == incremental else 'DIFFER'} ({len(whole)} groups)")
+        if isinstance(member, SqlMember):
+            print(f"    {'':<12} computed: {staged_as.reason if staged_as is not None else 'not staged'}")
 
 
 def main() -> None:
