@@ -155,5 +155,5 @@ def _full_diff(earlier: CutView, later: CutView, name: str, table: StaticTable, 
     old_rows = rows_at(table, schema, table, None) if before is None else rows_at(
         table, schema, earlier.table(name), before.snapshot_id)
     new_rows = rows_at(table, schema, table, later.members[name].snapshot_id)
-    removed, added = multiset.net(old_rows, new_rows)
+    removed, added = multiset.net(old_rows, new_rows, narrow=False)
     return MemberChanges(name, earlier.watermark, later.watermark, removed, added, "full diff", reason)

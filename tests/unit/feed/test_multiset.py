@@ -11,7 +11,7 @@ from decimal import Decimal
 import duckdb
 import pyarrow as pa
 
-from airflow_provider_streambed.feed.multiset import net
+from airflow_provider_streambed.feed.multiset import _candidates, net
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.large_string()), ("amount", pa.decimal128(12, 2)),
                     ("at", pa.timestamp("us", tz="UTC")), ("tags", pa.list_(pa.string()))])
@@ -78,3 +78,22 @@ def test_net_equals_except_all_over_whole_tables_on_random_rows() -> None:
         gone, came = net(removed, added)
         assert gone.schema == came.schema == schema
         assert (_floats_bag(gone), _floats_bag(came)) == (_except_all(removed, added), _except_all(added, removed))
+
+
+def test_net_sets_aside_only_rows_without_an_equal_and_keeps_what_duckdb_takes_for_equal() -> None:
+    """Rows whose every compared column holds a value the other side lacks skip DuckDB; floats are
+    left to DuckDB, which takes ``-0.0`` for ``0.0``; chunked columns and ``string`` against
+    ``large_string`` are narrowed too."""
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
+    removed = pa.Table.from_batches([
+        pa.record_batch([pa.array([1, 2]), pa.array(["a", "b"]), pa.array([0.0, 1.0])], schema=schema),
+        pa.record_batch([pa.array([3]), pa.array(["c"]), pa.array([2.0])], schema=schema),
+    ])
+    added = pa.table({"id": [1, 2, 4], "name": ["a", "b2", "d"], "score": [-0.0, 1.0, 2.0]}, schema=schema)
+    left, right = _candidates(removed, added)
+    assert left.to_pylist() == [True, False, False] and right.to_pylist() == [True, False, False]
+    gone, came = net(removed, added)
+    assert _bag(gone) == _bag(removed.slice(1)) and _bag(came) == _bag(added.slice(1))  # -0.0 met 0.0
+    wide = added.cast(pa.schema([("id", pa.int64()), ("name", pa.large_string()), ("score", pa.float64())]))
+    assert _candidates(removed, wide)[0].to_pylist() == [True, True, False]  # names compared by DuckDB only
+    assert _bag(net(removed, wide)[0]) == _bag(removed.slice(1))
