@@ -45,11 +45,12 @@ def kill_at(point: str, props: dict[str, str], run_key: str, dsn: str, remote: s
     """Run the worker until it dies at ``point``; ``spark``: kill its process group (a spark-submit
     application too) once the Spark job staged its first member. Other points run Spark on
     ``remote``."""
+    environment = {name: value for name, value in os.environ.items() if name != "STREAMBED_SPARK_REMOTE"}
     connect = {} if point == "spark" else {"STREAMBED_SPARK_REMOTE": remote}
     worker = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.airflow.kill_worker", "none" if point == "spark" else point,
          json.dumps(props), run_key],
-        cwd=ROOT, env={**os.environ, "STREAMBED_SOURCE_DSN": dsn, **connect}, start_new_session=True,
+        cwd=ROOT, env={**environment, "STREAMBED_SOURCE_DSN": dsn, **connect}, start_new_session=True,
     )
     try:
         if point == "spark":
