@@ -13,12 +13,12 @@ SECRET = "Pw-streambed-7f3a9c"
 
 class Watch(threading.Thread):
     """Scans every process's command line and the warehouse's files while the run goes on (a file
-    again only when its size or modification time changed)."""
+    again only when its inode, size, or modification or change time changed)."""
 
     def __init__(self, warehouse: Path) -> None:
         super().__init__(daemon=True)
         self.warehouse, self.stop, self.found, self.scans = warehouse, threading.Event(), set[str](), 0
-        self.read: dict[Path, tuple[int, int]] = {}
+        self.read: dict[Path, tuple[int, int, int, int]] = {}
 
     def run(self) -> None:
         while not self.stop.wait(0.05):
@@ -36,11 +36,12 @@ class Watch(threading.Thread):
         for path in self.warehouse.rglob("*"):
             try:
                 status = path.stat()
-                if not path.is_file() or self.read.get(path) == (status.st_size, status.st_mtime_ns):
+                seen = (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+                if not path.is_file() or self.read.get(path) == seen:
                     continue
                 if SECRET.encode() in path.read_bytes():
                     self.found.add(str(path))
-                self.read[path] = (status.st_size, status.st_mtime_ns)
+                self.read[path] = seen
             except OSError:  # moved or deleted meanwhile (staging)
                 continue
 
