@@ -21,7 +21,8 @@ transfer twice or never committed, and the last cut holds every journaled transf
 runs, faults by kind, cuts, lost and doubled transfers (goal 0 and 0).
 
 Run: ``.venv/bin/python -m benchmarks.soak [--runs 30]``; ``--runs 1000`` for a long soak. The
-test suite runs the default (``tests/integration/test_soak.py``).
+test suite runs 15 runs with a seed that injects every kind of fault
+(``tests/integration/test_soak.py``).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def test_bank_runs_under_a_concurrent_writer(
     lineage_file: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Four runs of the example bank DAG under a writer: every cut keeps the invariant and grows, one
+    """Four runs of the example bank DAG, three under a writer: every cut keeps the invariant and grows, one
     Asset event per cut; every step writes OpenLineage events naming what it read and wrote, the
     tasks link to the Streambed page; and the source password, given to the connection, appears
     in no command line, warehouse or staged file (the job spec too), log line, XCom or rendered field.
