@@ -178,7 +178,7 @@ def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims:
               f"(goal <= {goal:.0%}: {'met' if ratio <= goal else 'NOT met'}); "
               f"outputs {'equal' if whole == incremental else 'DIFFER'} ({len(whole)} groups)")
         if isinstance(member, SqlMember):
-            print(f"    {'':<12} computed: {staged_as.reason if staged_as is not None else 'not staged'}")
+            print(f"    {'':<12} computed: {(staged_as.reason or 'whole') if staged_as is not None else 'not staged'}")
 
 
 def main() -> None:
