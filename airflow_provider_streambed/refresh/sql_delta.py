@@ -22,84 +22,20 @@ recompute gives them exactly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, DoubleType, LongType, StructType
 
+from airflow_provider_streambed.refresh.delta_rules import (
+    AVERAGED_EXACTLY_UP_TO,
+    LOST,
+    PART,
+    bounded_means,
+    has_extremes,
+)
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
-
-#: The functions whose value :func:`updated_aggregates` knows only for a group that lost no rows.
-EXTREMES = frozenset({"min", "max"})
-#: Per integer type Spark averages through a double sum, the rows of a group up to which that sum
-#: is exact (the magnitudes of the values then add up to at most 2**53).
-AVERAGED_EXACTLY_UP_TO = {"byte": 2**46, "short": 2**38, "integer": 2**22}
-#: The prefix of the columns of the parts :func:`updated_aggregates` combines.
-_PART = "_streambed_"
-#: The column of :func:`updated_aggregates`'s result that is true on the groups it cannot update.
-LOST = f"{_PART}lost"
-
-
-def sums_exactly(kind: str) -> bool:
-    """Whether Spark sums values of the type named ``kind`` exactly: integers, and decimals whose
-    sum's type (precision + 10, at most 38) leaves room to add three sums without Spark rounding
-    their scale (a scale of at most 6, or a precision of at most 26)."""
-    if kind in ("byte", "short", "integer", "long"):
-        return True
-    decimal = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", kind)
-    return decimal is not None and (int(decimal[2]) <= 6 or int(decimal[1]) <= 26)
-
-
-def averages_exactly(kind: str) -> bool:
-    """Whether Spark's mean of values of the type named ``kind`` is known from their updated sum and
-    count: an exactly summed decimal, or an integer of :data:`AVERAGED_EXACTLY_UP_TO` (in a group
-    of at most that many rows)."""
-    return kind in AVERAGED_EXACTLY_UP_TO or (kind.startswith("decimal") and sums_exactly(kind))
-
-
-def delta_reason(shape: GroupByShape, changed: Sequence[str]) -> str | None:
-    """Why the query's aggregates cannot be updated from the changes alone of its sources that
-    ``changed`` this run (its touched groups are then recomputed from the sources), or ``None``
-    when they can (see the module)."""
-    if len(changed) > 1:
-        return f"more than one of its joined sources changed ({', '.join(changed)})"
-    if not any(aggregate.function == "count" and aggregate.argument is None for aggregate in shape.aggregates):
-        return "no COUNT(*) tells when a group is empty"
-    counted = {aggregate.argument for aggregate in shape.aggregates if aggregate.function == "count"}
-    summed = {aggregate.argument for aggregate in shape.aggregates if aggregate.function == "sum"}
-    for aggregate in shape.aggregates:
-        name = f"{aggregate.function.upper()} ({aggregate.output})"
-        if aggregate.function == "sum" and not sums_exactly(aggregate.kind):
-            return f"{name} of a floating-point or wide decimal argument is rounded by Spark"
-        if aggregate.function == "avg" and not averages_exactly(aggregate.kind):
-            return f"{name} of a {aggregate.kind} argument is rounded by Spark"
-        if aggregate.function in ("sum", "avg") and aggregate.argument not in counted:
-            return f"no COUNT of the argument of {name} tells when it is NULL"
-        if aggregate.function == "avg" and aggregate.argument not in summed:
-            return f"no SUM of the argument of {name} to divide (select it too)"
-    return None
-
-
-def recomputed_groups(shape: GroupByShape) -> str:
-    """The groups of a query :func:`delta_reason` accepts that :func:`updated_aggregates` cannot
-    update (its :data:`LOST` groups), in words; empty when there are none."""
-    found = ["that lost rows (MIN, MAX)"] if has_extremes(shape) else []
-    found += [f"of more than {AVERAGED_EXACTLY_UP_TO[mean.kind]:,} rows (AVG ({mean.output}))"
-              for mean in bounded_means(shape)]
-    return f"the groups {' and '.join(found)}" if found else ""
-
-
-def has_extremes(shape: GroupByShape) -> bool:
-    """Whether the query has a ``MIN`` or ``MAX``, which a group that lost rows must recompute."""
-    return any(aggregate.function in EXTREMES for aggregate in shape.aggregates)
-
-
-def bounded_means(shape: GroupByShape) -> list[AggregateOutput]:
-    """The query's ``AVG`` of integers, exact up to :data:`AVERAGED_EXACTLY_UP_TO` rows a group."""
-    return [aggregate for aggregate in shape.aggregates
-            if aggregate.function == "avg" and aggregate.kind in AVERAGED_EXACTLY_UP_TO]
 
 
 def updated_aggregates(
@@ -111,7 +47,7 @@ def updated_aggregates(
     update (:func:`recomputed_groups`)."""
     keys = [key.output for key in shape.keys]
     tags = {"p": previous, "a": added, "r": removed}
-    names = {tag: [f"{_PART}{tag}{i}" for i in range(len(shape.aggregates))] for tag in tags}
+    names = {tag: [f"{PART}{tag}{i}" for i in range(len(shape.aggregates))] for tag in tags}
     parts = [frame.select(*keys, *[F.col(aggregate.output).alias(name)
                                    for aggregate, name in zip(shape.aggregates, names[tag], strict=True)])
              for tag, frame in tags.items()]
@@ -147,7 +83,7 @@ def _value(i: int, aggregate: AggregateOutput, counts: dict[int | None, int], su
             _total(i, kind) if aggregate.function == "sum" else _mean(sums[aggregate.argument], counted, shape, schema))
     else:
         extreme = F.least if aggregate.function == "min" else F.greatest
-        value = extreme(*[F.col(f"{_PART}{tag}{i}") for tag in "pa"])
+        value = extreme(*[F.col(f"{PART}{tag}{i}") for tag in "pa"])
     return value.cast(kind).alias(aggregate.output)
 
 
@@ -166,6 +102,6 @@ def _total(i: int, kind: DataType) -> Column:
     (a ``COUNT``'s: ``bigint``), added in a decimal: ``kind`` itself, or ``decimal(38, 0)`` for
     an integer, so that no step overflows where the result would not."""
     exact = kind if isinstance(kind, DecimalType) else DecimalType(38, 0)
-    parts: Sequence[Column] = [F.coalesce(F.col(f"{_PART}{tag}{i}").cast(exact), F.lit(0).cast(exact))
+    parts: Sequence[Column] = [F.coalesce(F.col(f"{PART}{tag}{i}").cast(exact), F.lit(0).cast(exact))
                                for tag in "par"]
     return parts[0] + parts[1] - parts[2]

@@ -6,7 +6,7 @@ Spark analyses, is a round trip: on a warm Spark Connect server a run costs 0.4-
 changes' size, most of a small member's run. When the member's recorded shape
 (:mod:`.member_shape`) describes its query entirely, the same update is computed here instead, by
 DuckDB over the changes read by pyarrow (as the mirrors' merge is, :mod:`.mirror_local`), under
-the same rule (:func:`.sql_delta.delta_reason`) and with the same results:
+the same rule (:func:`.delta_rules.delta_reason`) and with the same results:
 
 - the query reads one source, with no ``WHERE``: every row of the source is a row it groups;
 - every aggregate is ``COUNT(*)`` or of a column of the source as it is (no expression);
@@ -14,7 +14,7 @@ the same rule (:func:`.sql_delta.delta_reason`) and with the same results:
   columns and the arguments of its ``MIN`` and ``MAX`` of types DuckDB compares as Spark does
   (:func:`compared_alike`: no floating point, which Spark groups and orders by rules of its own
   for ``NaN`` and ``-0.0``);
-- no group is one :func:`.sql_delta.recomputed_groups` names (a group that lost rows, with a
+- no group is one :func:`.delta_rules.recomputed_groups` names (a group that lost rows, with a
   ``MIN`` or ``MAX``);
 - the previous output has at most :data:`.members.MAX_COLLECTED_ROWS` rows and no delete file,
   and the run changed at most :data:`MAX_CHANGED_ROWS` rows of the source (both are read into
@@ -36,11 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.incremental import SourceState, basis_reason, changed_rows, live_rows
-from airflow_provider_streambed.refresh.member_shape import recorded_shape
-from airflow_provider_streambed.refresh.members import MAX_COLLECTED_ROWS
-from airflow_provider_streambed.refresh.merge_queries import quoted
-from airflow_provider_streambed.refresh.sql_delta import (
+from airflow_provider_streambed.refresh.delta_rules import (
     AVERAGED_EXACTLY_UP_TO,
     EXTREMES,
     LOST,
@@ -48,6 +44,10 @@ from airflow_provider_streambed.refresh.sql_delta import (
     delta_reason,
     has_extremes,
 )
+from airflow_provider_streambed.refresh.incremental import SourceState, basis_reason, changed_rows, live_rows
+from airflow_provider_streambed.refresh.member_shape import recorded_shape
+from airflow_provider_streambed.refresh.members import MAX_COLLECTED_ROWS
+from airflow_provider_streambed.refresh.merge_queries import quoted
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 from airflow_provider_streambed.staging import JobSpec
 from airflow_provider_streambed.staging.members import row_count
@@ -133,7 +133,7 @@ def _shape(spark: SparkSession, spec: JobSpec, member: SqlMember,
 
 def updated_table(shape: GroupByShape, previous: pa.Table, added: pa.Table, removed: pa.Table) -> pa.Table | str:
     """The output at W of a query of ``shape`` (one :func:`in_process_reason` and
-    :func:`.sql_delta.delta_reason` accept) from its ``previous`` output and its source's rows
+    :func:`.delta_rules.delta_reason` accept) from its ``previous`` output and its source's rows
     ``added`` and ``removed`` (the columns it reads), with the previous output's schema; or why
     Spark must compute it (a group the changes alone do not update, a floating-point group)."""
     compared = [key.output for key in shape.keys] + [extreme.output for extreme in shape.aggregates

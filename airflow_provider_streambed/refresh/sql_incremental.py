@@ -49,10 +49,11 @@ from pyspark.sql.types import (
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
+from airflow_provider_streambed.refresh.delta_rules import LOST, delta_reason, recomputed_groups
 from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
 from airflow_provider_streambed.refresh.member_shape import member_shape
 from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
-from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, recomputed_groups, updated_aggregates
+from airflow_provider_streambed.refresh.sql_delta import updated_aggregates
 from airflow_provider_streambed.refresh.sql_delta_local import updated_in_process
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
@@ -126,7 +127,7 @@ def updated_output(
     """The member's output at W updated from its ``previous`` output and the ``changes`` of its one
     changed ``source``, joined to its other sources ``at_w`` if any
     (:func:`.sql_delta.updated_aggregates`; ``source`` is not scanned), valid until the block
-    ends, and the output keys of the groups it cannot update so (:func:`.sql_delta.recomputed_groups`;
+    ends, and the output keys of the groups it cannot update so (:func:`.delta_rules.recomputed_groups`;
     ``None`` when the query has none). When there are such groups, both are held by Spark and
     valid after the block too (the groups are then recomputed from the sources).
 

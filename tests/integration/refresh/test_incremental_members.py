@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import member_shape, sql_delta, sql_incremental
+from airflow_provider_streambed.refresh import delta_rules, member_shape, sql_incremental
 from airflow_provider_streambed.refresh.connect_variables import connect_mode
 from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
 from airflow_provider_streambed.refresh.session import REQUIRED_CONF
@@ -106,7 +106,7 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the means of kinds of more than 7 values are recomputed, the others updated from the changes
-    monkeypatch.setitem(sql_delta.AVERAGED_EXACTLY_UP_TO, "integer", 7)
+    monkeypatch.setitem(delta_rules.AVERAGED_EXACTLY_UP_TO, "integer", 7)
     rng = random.Random(3401)
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
         # run 4 adds a column to accounts (workloads.workload)

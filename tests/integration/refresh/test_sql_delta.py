@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_streambed.refresh.sql_delta import LOST, delta_reason, updated_aggregates
+from airflow_provider_streambed.refresh.delta_rules import LOST, delta_reason
+from airflow_provider_streambed.refresh.sql_delta import updated_aggregates
 from airflow_provider_streambed.refresh.sql_delta_local import in_process_reason, updated_table
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape, group_by_shape
 

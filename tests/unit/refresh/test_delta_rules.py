@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_streambed.refresh.sql_delta import (
+from airflow_provider_streambed.refresh.delta_rules import (
     averages_exactly,
     delta_reason,
     recomputed_groups,
