@@ -22,7 +22,8 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
-from airflow_provider_streambed.refresh.incremental import SourceState, incremental_basis
+from airflow_provider_streambed.refresh.incremental import incremental_basis
+from airflow_provider_streambed.refresh.member_sources import source_state
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     Failure,
@@ -44,7 +45,6 @@ from airflow_provider_streambed.staging import (
     TableCapture,
     read_json,
 )
-from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.members import (
     ERROR_MARKER,
     FINAL_ERROR_MARKER,
@@ -143,7 +143,7 @@ def _compute(
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
         source = mirror_input(spec, group, member, capture)
         return stage_mirror(spec, source, merge(spark, source), definition)
-    states = {name: _source_state(spec, group, member, name, staged, captures) for name in member.sources}
+    states = {name: source_state(spec, group, member, name, staged, captures) for name in member.sources}
     sources = {name: state.files for name, state in states.items()}
     columns = {name: state.columns for name, state in states.items() if state.columns is not None}
     resynced = _resynced_source(group, member, staged)
@@ -181,29 +181,6 @@ def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirro
     session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
     local = in_process_enabled(spark.conf.get(IN_PROCESS_MERGE_CONF, "true"))
     return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
-
-
-def _source_state(
-    spec: JobSpec, group: RefreshGroup, member: Member, source: str, staged: dict[str, MemberManifest],
-    captures: dict[str, TableCapture],
-) -> SourceState:
-    """What ``source`` is at W: its previous snapshot, and its staged output unless carried; a
-    mirror's columns at W and whether they changed."""
-    canonical = group.member(source).name
-    previous = spec.previous_snapshot(canonical)
-    capture = captures.get(canonical.lower())
-    columns = None if capture is None else FileColumns.of(capture)
-    reshaped = capture is not None and capture.reshaped
-    key = spec.previous_key_columns.get(canonical, ()) if capture is None else capture.key_columns
-    if canonical in spec.carried:
-        if not previous.data:
-            raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "
-                               "names no files of its previous snapshot")
-        return SourceState(previous, None, columns, reshaped, key)
-    manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
-    if manifest is None:
-        raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
-    return SourceState(previous, manifest, columns, reshaped, key)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -50,8 +50,9 @@ from pyspark.sql.types import (
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.delta_rules import LOST, delta_reason, recomputed_groups
-from airflow_provider_streambed.refresh.incremental import Changes, SourceState, incremental_basis
+from airflow_provider_streambed.refresh.incremental import Changes, incremental_basis
 from airflow_provider_streambed.refresh.member_shape import member_shape
+from airflow_provider_streambed.refresh.member_sources import SourceState
 from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
 from airflow_provider_streambed.refresh.sql_delta import updated_aggregates
 from airflow_provider_streambed.refresh.sql_delta_local import updated_in_process

@@ -26,7 +26,7 @@ from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMe
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh import delta_rules, member_shape, sql_incremental
 from airflow_provider_streambed.refresh.connect_variables import connect_mode
-from airflow_provider_streambed.refresh.incremental import INCREMENTAL_CONF
+from airflow_provider_streambed.refresh.member_sources import INCREMENTAL_CONF
 from airflow_provider_streambed.refresh.session import REQUIRED_CONF
 from tests.integration.refresh.cuts import Cuts, cuts_of
 from tests.integration.refresh.workloads import JOIN_SCHEMA, SCHEMA, join_workload, workload
