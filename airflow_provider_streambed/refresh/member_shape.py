@@ -7,8 +7,9 @@ query is not incremental, is recorded with the member's snapshot (its manifest's
 snapshot property at publish) under a digest of what decides it: the query, its sources' schemas
 and keys, and Spark's version. A run whose digest is the recorded one takes the record, on any
 session; any other reads the plan again, and records it. A run that updates the member without
-Spark (:mod:`.sql_delta_local`) takes the record as it is (:func:`recorded_shape`): its query is
-the one recorded and its source's columns did not change, which is what the digest stands for.
+Spark (:mod:`.sql_delta_local`) takes the record as it is
+(:func:`.shape_record.recorded_shape`): its query is the one recorded and its source's columns
+did not change, which is what the digest stands for.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
 
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import DataFrame, SparkSession
@@ -30,18 +30,15 @@ from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.connect_variables import CONNECT_VARIABLES, connect_mode
 from airflow_provider_streambed.refresh.members import bound_query
 from airflow_provider_streambed.refresh.session import REQUIRED_CONF
+from airflow_provider_streambed.refresh.shape_record import RECORD_FORM, from_record, to_record
 from airflow_provider_streambed.refresh.sql_shape import (
-    AggregateOutput,
     GroupByShape,
-    GroupKey,
     analyzed_plan,
     group_by_shape,
 )
 
 logger = logging.getLogger(__name__)
 
-#: The form of a record: a record of another form is not used (its shape is read again).
-RECORD_FORM = 3
 #: Settings of the local session that reads a plan on Spark Connect: one core, no UI.
 LOCAL_ANALYSIS_CONF = {"spark.ui.enabled": "false", "spark.api.mode": "classic", **REQUIRED_CONF}
 
@@ -54,48 +51,6 @@ def shape_digest(query: str, schemas: Mapping[str, StructType], keys: Mapping[st
                        "sources": {name: [schema.json(), list(keys.get(name, ()))]
                                    for name, schema in sorted(schemas.items())}}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def to_record(shape: GroupByShape | str, digest: str) -> str:
-    """The JSON record of ``shape`` (or why the query is not incremental) under ``digest``."""
-    if isinstance(shape, str):
-        return json.dumps({"form": RECORD_FORM, "digest": digest, "reason": shape})
-    return json.dumps({"form": RECORD_FORM, "digest": digest, "sources": list(shape.sources),
-                       "keys": [list(key) for key in shape.keys],
-                       "aggregates": [list(aggregate) for aggregate in shape.aggregates],
-                       "read": {name: list(columns) for name, columns in shape.read.items()},
-                       "filtered": shape.filtered})
-
-
-def from_record(record: str | None, digest: str) -> GroupByShape | str | None:
-    """The shape (or reason) ``record`` holds when it was recorded under ``digest``, else ``None``."""
-    data = _record_data(record)
-    return None if data is None or data.get("digest") != digest else _shape_of(data)
-
-
-def recorded_shape(record: str | None) -> GroupByShape | str | None:
-    """The shape (or reason) ``record`` holds whatever its digest, for a run in which the query
-    and its sources' columns are known to be the ones it was recorded for; ``None`` when there is
-    no record of this form."""
-    data = _record_data(record)
-    return None if data is None else _shape_of(data)
-
-
-def _record_data(record: str | None) -> dict[str, Any] | None:
-    """The record's fields, when it is a record of :data:`RECORD_FORM`."""
-    try:
-        data = json.loads(record or "null")
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) and data.get("form") == RECORD_FORM else None
-
-
-def _shape_of(data: Mapping[str, Any]) -> GroupByShape | str:
-    if "reason" in data:
-        return str(data["reason"])
-    return GroupByShape(tuple(data["sources"]), tuple(GroupKey(*key) for key in data["keys"]),
-                        tuple(AggregateOutput(*aggregate) for aggregate in data["aggregates"]),
-                        {name: list(columns) for name, columns in data["read"].items()}, bool(data["filtered"]))
 
 
 def member_shape(

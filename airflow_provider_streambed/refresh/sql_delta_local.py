@@ -44,10 +44,10 @@ from airflow_provider_streambed.refresh.delta_rules import (
     delta_reason,
     has_extremes,
 )
-from airflow_provider_streambed.refresh.member_shape import recorded_shape
 from airflow_provider_streambed.refresh.member_sources import SourceState, basis_reason, changed_rows, live_rows
 from airflow_provider_streambed.refresh.members import MAX_COLLECTED_ROWS
 from airflow_provider_streambed.refresh.merge_queries import quoted
+from airflow_provider_streambed.refresh.shape_record import recorded_shape
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 from airflow_provider_streambed.staging import JobSpec
 from airflow_provider_streambed.staging.members import row_count
