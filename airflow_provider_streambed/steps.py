@@ -183,8 +183,9 @@ def refresh(
     """Compute and stage the run's members as of its W.
 
     Members whose inputs did not change are carried over; bootstrap copies that are the mirror
-    as they are, and mirrors that merge in-process (unless ``spark_conf`` turns that off), are
-    staged here; what is left is computed by the launcher, in one application or one per member.
+    as they are, mirrors that merge in-process and incremental SQL members updated in-process
+    (unless ``spark_conf`` turns that off) are staged here; what is left is computed by the
+    launcher, in one application or one per member.
     Members already staged for W (an earlier try) are skipped.
 
     Args:
@@ -192,7 +193,8 @@ def refresh(
         spark: returns the launcher; called only when the run has something to refresh (so a
             face can check its Spark connection then).
         compact: which mirrors due for compaction are rewritten whole (``auto``, ``all``, ``none``).
-        spark_conf: Spark configuration (``spark.streambed.mirror.inProcessMerge``).
+        spark_conf: Spark configuration (``spark.streambed.mirror.inProcessMerge``,
+            ``spark.streambed.incrementalMembers``).
         members: compute only these members (a task per member); default all.
         application_per_member: one application per member still to compute, sources first.
 
@@ -218,7 +220,7 @@ def refresh(
                         spec.cut_number, name, spec.carried[name])
     stage_unchanged_copies(spec)
     if in_process_enabled((spark_conf or {}).get(IN_PROCESS_MERGE_CONF, "true")):
-        stage_in_process(spec, members)  # mirrors merged here need no Spark application
+        stage_in_process(spec, members, spark_conf)  # members computed here need no Spark application
     for application in applications(run.group, spec, members, per_member=application_per_member):
         logger.info("group=%s run=%s W=%s cut=%d: computing %s", run.group.name, run.run_key, spec.watermark,
                     spec.cut_number, ", ".join(application) or "all members")

@@ -1,32 +1,41 @@
-"""Mirrors merged and staged in the refresh task's process (the Airflow worker), before any Spark application.
+"""Members computed and staged in the refresh task's process (the Airflow worker), before any Spark application.
 
-Imports no pyspark: the in-process merge is :mod:`.mirror_local`'s (DuckDB).
+Mirrors the in-process merge takes (:mod:`.mirror_local`), then incremental SQL members whose
+sources are staged or carried and whose update the worker computes (:mod:`.sql_delta_local`).
+Imports no pyspark: both are DuckDB's.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.member_declarations import Mirror
+from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.member_declarations import Mirror, SqlMember
+from airflow_provider_streambed.refresh.member_sources import source_state
 from airflow_provider_streambed.refresh.mirror_input import mirror_input
 from airflow_provider_streambed.refresh.mirror_local import merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import stage_mirror
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
+from airflow_provider_streambed.refresh.sql_delta_local import stage_updated
 from airflow_provider_streambed.refresh.work import definition_digest, members_to_compute
-from airflow_provider_streambed.staging import JobSpec
+from airflow_provider_streambed.staging import JobSpec, TableCapture
 
 logger = logging.getLogger(__name__)
 
 
-def stage_in_process(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
-    """Merge and stage here, before any Spark application, each mirror of the spec (or of
-    ``members``) still to compute that the in-process merge takes; returns their names.
+def stage_in_process(spec: JobSpec, members: Sequence[str] = (), settings: Mapping[str, str] | None = None
+                     ) -> tuple[str, ...]:
+    """Compute and stage here, before any Spark application, each member of the spec (or of
+    ``members``) still to compute that this process computes; returns their names.
 
-    A run whose work is all such mirrors then submits no Spark application, and the one it
-    submits skips them (their output is staged for W). A mirror the in-process merge does not
-    take, or that fails here (logged), is left to the application, which reports its error.
+    First the mirrors the in-process merge takes; then, sources first, the incremental SQL
+    members whose sources are staged for W or carried and whose update :mod:`.sql_delta_local`
+    computes (``settings``: the refresh's Spark configuration, for a full refresh). A run whose
+    work is all such members then submits no Spark application, and the one it submits skips
+    them (their output is staged for W). A member this process does not take, or that fails here
+    (logged), is left to the application, which reports its error.
     """
     group = RefreshGroup.from_dict(spec.group)
     check_spec(spec, group)
@@ -45,4 +54,23 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, .
         except Exception:  # whatever it is, the Spark application computes the member again and reports
             logger.warning("group=%s member=%s W=%s: the in-process merge failed; Spark merges it", group.name,
                            member.name, spec.watermark, exc_info=True)
+    to_compute = set(members_to_compute(spec, members))
+    staged += [member.name for member in group.topological_members()
+               if member.name in to_compute and isinstance(member, SqlMember) and member.incremental
+               and _updated_here(spec, group, member, captures, settings or {})]
     return tuple(staged)
+
+
+def _updated_here(spec: JobSpec, group: RefreshGroup, member: SqlMember, captures: dict[str, TableCapture],
+                  settings: Mapping[str, str]) -> bool:
+    """Whether SQL member ``member`` was updated and staged here (its sources all staged or carried)."""
+    try:
+        sources = {name: source_state(spec, group, member, name, {}, captures) for name in member.sources}
+    except RefreshError:  # a source Spark has yet to compute: so has the member
+        return False
+    try:
+        return stage_updated(settings, spec, member, sources, definition_digest(member)) is not None
+    except Exception:  # whatever it is, the Spark application computes the member again and reports
+        logger.warning("group=%s member=%s W=%s: the update in this process failed; Spark computes it", group.name,
+                       member.name, spec.watermark, exc_info=True)
+        return False

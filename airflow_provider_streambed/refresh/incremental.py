@@ -57,7 +57,7 @@ def incremental_basis(
 ) -> tuple[DataFrame, dict[str, Changes]] | str:
     """Member ``member``'s output in the previous cut and its sources' changes (with the columns
     ``read`` names per source, default all), or why the member must be computed whole this run."""
-    if (reason := basis_reason(spark, spec, member, sources)) is not None:
+    if (reason := basis_reason(spark.conf, spec, member, sources)) is not None:
         return reason
     changes = {name: source_changes(spark, source, None if read is None else read[name])
                for name, source in sources.items()}

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -32,11 +32,15 @@ from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
 from airflow_provider_streambed.staging.members import staged_manifest
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
 #: Spark configuration: ``false`` computes every incremental member whole (a full refresh of them).
 INCREMENTAL_CONF = "spark.streambed.incrementalMembers"
+
+
+class Settings(Protocol):
+    """Spark configuration to read a setting from: a session's (``spark.conf``) or the refresh's
+    own (a ``dict``, in the refresh task before any Spark application)."""
+
+    def get(self, key: str, default: str, /) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +158,10 @@ def _read_files(files: Sequence[tuple[str, RowsOf]], columns: FileColumns | None
     return pa.concat_tables(parts) if parts else None
 
 
-def basis_reason(spark: SparkSession, spec: JobSpec, member: str, sources: Mapping[str, SourceState]) -> str | None:
+def basis_reason(settings: Settings, spec: JobSpec, member: str, sources: Mapping[str, SourceState]) -> str | None:
     """Why member ``member`` must be computed whole this run (its output in the previous cut and
     its sources' changes are no basis for it), or ``None`` when they are."""
-    if str(spark.conf.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
+    if str(settings.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
         return f"{INCREMENTAL_CONF} is false (a full refresh)"
     if member not in spec.incremental:
         return "no previous output of its definition (its first cut, or its definition changed)"

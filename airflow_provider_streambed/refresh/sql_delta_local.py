@@ -16,7 +16,7 @@ the same rule (:func:`.delta_rules.delta_reason`) and with the same results:
   for ``NaN`` and ``-0.0``);
 - no group is one :func:`.delta_rules.recomputed_groups` names (a group that lost rows, with a
   ``MIN`` or ``MAX``);
-- the previous output has at most :data:`.members.MAX_COLLECTED_ROWS` rows and no delete file,
+- the previous output has at most :data:`MAX_PREVIOUS_ROWS` rows and no delete file,
   and the run changed at most :data:`MAX_CHANGED_ROWS` rows of the source (both are read into
   memory, the source's read columns only).
 
@@ -33,7 +33,6 @@ from collections.abc import Mapping
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.delta_rules import (
@@ -44,19 +43,27 @@ from airflow_provider_streambed.refresh.delta_rules import (
     delta_reason,
     has_extremes,
 )
-from airflow_provider_streambed.refresh.member_sources import SourceState, basis_reason, changed_rows, live_rows
-from airflow_provider_streambed.refresh.members import MAX_COLLECTED_ROWS
+from airflow_provider_streambed.refresh.member_sources import (
+    Settings,
+    SourceState,
+    basis_reason,
+    changed_rows,
+    live_rows,
+)
 from airflow_provider_streambed.refresh.merge_queries import quoted
 from airflow_provider_streambed.refresh.shape_record import recorded_shape
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
-from airflow_provider_streambed.staging import JobSpec
-from airflow_provider_streambed.staging.members import row_count
+from airflow_provider_streambed.staging import JobSpec, MemberManifest
+from airflow_provider_streambed.staging.members import row_count, stage_member_output
 
 logger = logging.getLogger(__name__)
 
 #: Runs that changed more rows of the source than this are updated by Spark: the rows added and
 #: removed are read into this process's memory (the columns the query reads).
 MAX_CHANGED_ROWS = 1_000_000
+#: Members whose previous output has more rows than this are updated by Spark: it is read whole
+#: into this process's memory.
+MAX_PREVIOUS_ROWS = 100_000
 
 
 def in_process_reason(shape: GroupByShape) -> str | None:
@@ -74,15 +81,38 @@ def in_process_reason(shape: GroupByShape) -> str | None:
     return None
 
 
+def stage_updated(settings: Settings, spec: JobSpec, member: SqlMember, sources: Mapping[str, SourceState],
+                  definition: str, resynced: str = "") -> MemberManifest | None:
+    """Update the member in this process (:func:`updated_in_process`) and stage its output for W;
+    ``None`` when Spark must compute it.
+
+    Args:
+        settings: Spark configuration (:data:`.member_sources.INCREMENTAL_CONF`): the session's in
+            a Spark application, the refresh's own in the refresh task.
+        spec: the run's job spec (the member's recorded shape and previous output).
+        member: an incremental SQL member.
+        sources: its sources at W.
+        definition: the member's definition digest, staged with its output.
+        resynced: why the output may change its columns' types this run (staged with it).
+    """
+    output = updated_in_process(settings, spec, member, sources)
+    if output is None:
+        return None
+    reason = f"its aggregates updated from the changes of {', '.join(member.sources)} in this process"
+    logger.info("group=%s member=%s W=%s: %s", spec.group["name"], member.name, spec.watermark, reason)
+    return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
+                               reason=reason, resynced=resynced, shape=spec.shapes[member.name])
+
+
 def updated_in_process(
-    spark: SparkSession, spec: JobSpec, member: SqlMember, sources: Mapping[str, SourceState]
+    settings: Settings, spec: JobSpec, member: SqlMember, sources: Mapping[str, SourceState]
 ) -> pa.Table | None:
     """The member's output at W updated from its previous output and its one source's changes in
     this process, or ``None`` when Spark must compute it (see the module; why is logged: at debug
     level, or as a warning when the update failed here)."""
     where = f"group={spec.group['name']} member={member.name}"
     try:
-        updated = _updated(spark, spec, member, sources)
+        updated = _updated(settings, spec, member, sources)
     except (duckdb.Error, pa.ArrowException, KeyError, ValueError, OSError) as error:  # Spark computes it
         logger.warning("%s: updated by Spark: the update in this process failed: %s: %s", where,
                        type(error).__name__, str(error).splitlines()[0])
@@ -93,10 +123,10 @@ def updated_in_process(
     return updated
 
 
-def _updated(spark: SparkSession, spec: JobSpec, member: SqlMember,
+def _updated(settings: Settings, spec: JobSpec, member: SqlMember,
              sources: Mapping[str, SourceState]) -> pa.Table | str:
     """The update in this process, or why Spark computes it."""
-    shape = _shape(spark, spec, member, sources)
+    shape = _shape(settings, spec, member, sources)
     if isinstance(shape, str):
         return shape
     source, names = sources[shape.sources[0]], list(shape.read[shape.sources[0]])
@@ -110,13 +140,13 @@ def _updated(spark: SparkSession, spec: JobSpec, member: SqlMember,
     return updated_table(shape, previous, empty if added is None else added, empty if removed is None else removed)
 
 
-def _shape(spark: SparkSession, spec: JobSpec, member: SqlMember,
+def _shape(settings: Settings, spec: JobSpec, member: SqlMember,
            sources: Mapping[str, SourceState]) -> GroupByShape | str:
     """The member's recorded shape when the member may be updated in this process this run, else why not."""
     shape = recorded_shape(spec.shapes.get(member.name))
     if not isinstance(shape, GroupByShape):
         return f"no recorded GROUP BY shape ({shape or 'none'})"
-    if reason := in_process_reason(shape) or basis_reason(spark, spec, member.name, sources):
+    if reason := in_process_reason(shape) or basis_reason(settings, spec, member.name, sources):
         return reason
     staged = sources[shape.sources[0]].staged
     if staged is None:
@@ -124,8 +154,8 @@ def _shape(spark: SparkSession, spec: JobSpec, member: SqlMember,
     if reason := delta_reason(shape, shape.sources):
         return reason
     previous = spec.previous_snapshot(member.name)
-    if previous.deletes or row_count(previous.data) > MAX_COLLECTED_ROWS:
-        return f"its previous output has delete files or more than {MAX_COLLECTED_ROWS:,} rows"
+    if previous.deletes or row_count(previous.data) > MAX_PREVIOUS_ROWS:
+        return f"its previous output has delete files or more than {MAX_PREVIOUS_ROWS:,} rows"
     if staged.row_count + staged.deleted_rows > MAX_CHANGED_ROWS:
         return f"its source changed more than {MAX_CHANGED_ROWS:,} rows"
     return shape

@@ -55,7 +55,7 @@ from airflow_provider_streambed.refresh.member_shape import member_shape
 from airflow_provider_streambed.refresh.member_sources import SourceState
 from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
 from airflow_provider_streambed.refresh.sql_delta import updated_aggregates
-from airflow_provider_streambed.refresh.sql_delta_local import updated_in_process
+from airflow_provider_streambed.refresh.sql_delta_local import stage_updated
 from airflow_provider_streambed.refresh.sql_shape import GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
@@ -83,9 +83,8 @@ def stage_sql_member(
         return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
                                    reason=reason, resynced=resynced, shape=record)
 
-    if member.incremental and (local := updated_in_process(spark, spec, member, sources)) is not None:
-        return staged(local, f"its aggregates updated from the changes of {', '.join(member.sources)} in this process",
-                      spec.shapes[member.name])
+    if member.incremental and (local := stage_updated(spark.conf, spec, member, sources, definition, resynced)):
+        return local
     columns = {name: source.columns for name, source in sources.items() if source.columns is not None}
     at_w = read_sources(spark, {name: source.files for name, source in sources.items()}, columns)  # read once
 
