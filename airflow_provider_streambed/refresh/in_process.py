@@ -11,7 +11,6 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.refresh.member_sources import source_state
 from airflow_provider_streambed.refresh.mirror_input import mirror_input
@@ -54,21 +53,26 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = (), settings: Mappi
         except Exception:  # whatever it is, the Spark application computes the member again and reports
             logger.warning("group=%s member=%s W=%s: the in-process merge failed; Spark merges it", group.name,
                            member.name, spec.watermark, exc_info=True)
-    to_compute = set(members_to_compute(spec, members))
-    staged += [member.name for member in group.topological_members()
-               if member.name in to_compute and isinstance(member, SqlMember) and member.incremental
-               and _updated_here(spec, group, member, captures, settings or {})]
+    pending = set(members_to_compute(spec))  # the group's members with no output fit for W staged now
+    wanted = {name.lower() for name in members}
+    for member in group.topological_members():
+        if not (member.name in pending and (not wanted or member.name.lower() in wanted)
+                and isinstance(member, SqlMember) and member.incremental):
+            continue
+        if any(group.member(source).name in pending for source in member.sources):
+            continue  # a source still to compute (or to compute again): so is the member
+        if _updated_here(spec, group, member, captures, settings or {}):
+            staged.append(member.name)
+            pending.discard(member.name)
     return tuple(staged)
 
 
 def _updated_here(spec: JobSpec, group: RefreshGroup, member: SqlMember, captures: dict[str, TableCapture],
                   settings: Mapping[str, str]) -> bool:
-    """Whether SQL member ``member`` was updated and staged here (its sources all staged or carried)."""
+    """Whether SQL member ``member``, whose sources are each carried or staged for W, was updated
+    and staged here."""
     try:
         sources = {name: source_state(spec, group, member, name, {}, captures) for name in member.sources}
-    except RefreshError:  # a source Spark has yet to compute: so has the member
-        return False
-    try:
         return stage_updated(settings, spec, member, sources, definition_digest(member)) is not None
     except Exception:  # whatever it is, the Spark application computes the member again and reports
         logger.warning("group=%s member=%s W=%s: the update in this process failed; Spark computes it", group.name,
