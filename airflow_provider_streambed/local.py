@@ -105,7 +105,8 @@ def refresh_once(
         compact: which mirrors due for compaction are rewritten whole: ``"auto"`` (at most one),
             ``"all"`` or ``"none"`` (see :mod:`~airflow_provider_streambed.refresh.compaction`).
         spark_remote: a Spark Connect URL (``sc://host:port``): run the refresh on that server
-            instead of spark-submit (``master`` and ``spark_conf`` are then unused).
+            instead of spark-submit (``master`` is then unused, and of ``spark_conf`` only its
+            ``spark.streambed.*`` settings reach the session).
         copy_parallelism: connections a bootstrap copy uses (large tables are split into ranges).
         resync: re-synchronise the group after its slot was lost or dropped: copy every table
             again and publish the copies as a new cut (see :func:`.capture.run.capture_run`).
@@ -142,7 +143,7 @@ class _Spark:
 
     def launch(self, spec: JobSpec, spec_uri: str, members: Sequence[str]) -> None:
         if self.remote:
-            run_on_connect(spec, self.remote, members)
+            run_on_connect(spec, self.remote, members, settings=self.conf)
         else:
             run_local_spark_submit(spec_uri, master=self.master, conf=dict(self.conf), members=members)
 

@@ -59,7 +59,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
         group: the refresh-group declaration.
         spark_conn_id: the Spark connection: for ``SparkSubmitHook``, or of type ``spark_connect``
             (``SparkConnectHook``) to run the job on that Spark Connect server.
-        conf: Spark configuration (``--conf``); never put credentials here.
+        conf: Spark configuration (``--conf``; on Spark Connect its ``spark.streambed.*`` settings only);
+            never put credentials here.
         packages, executor_cores, executor_memory, driver_memory, num_executors, env_vars,
         spark_binary: passed to ``SparkSubmitHook``.
         application_per_member: submit one application per member (isolation on big clusters,
@@ -141,7 +142,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         from airflow_provider_streambed.refresh.connect import run_on_connect
 
         url = SparkConnectHook(self.spark_conn_id).get_connection_url()
-        run_on_connect(spec, url, members, connection=self.spark_conn_id)
+        run_on_connect(spec, url, members, connection=self.spark_conn_id, settings=self.conf)
 
     def submit_hook(self, spec: JobSpec, spec_uri: str, members: Sequence[str]) -> SparkSubmitHook:
         """The ``SparkSubmitHook`` of one application: the job spec's URI (and members) as its only arguments."""

@@ -10,7 +10,8 @@ readable and writable by the server (a shared file system or object storage).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError
@@ -21,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 
 def run_on_connect(
-    spec: JobSpec, url: str, members: Sequence[str] = (), connection: str | None = None
+    spec: JobSpec, url: str, members: Sequence[str] = (), connection: str | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> dict[str, MemberManifest]:
     """Compute and stage the spec's members (or ``members``) on the Spark Connect server at ``url``.
 
@@ -30,6 +32,9 @@ def run_on_connect(
         url: the server's ``sc://host:port[/;params]`` URL (never logged whole).
         members: members to compute (default: the spec's).
         connection: the Airflow connection id the URL came from, for messages.
+        settings: the refresh's Spark configuration: its ``spark.streambed.*`` settings are set on
+            the session (a full refresh, the in-process merge), as the refresh task reads them;
+            the rest is the server's to decide.
 
     Raises:
         RefreshError: the server cannot be reached (naming the connection and server), or
@@ -50,7 +55,9 @@ def run_on_connect(
     with connect_mode():
         try:
             spark = SparkSession.builder.remote(url).create()
-            for key, value in REQUIRED_CONF.items():
+            streambed = {key: str(value) for key, value in (settings or {}).items()
+                         if key.startswith("spark.streambed.")}
+            for key, value in {**REQUIRED_CONF, **streambed}.items():
                 spark.conf.set(key, value)
         except SparkConnectGrpcException as error:
             raise RefreshError(f"the Spark Connect server {where} cannot be reached: "
