@@ -35,7 +35,7 @@ class Changes:
 
 def source_changes(spark: SparkSession, source: SourceState, names: list[str] | None = None) -> Changes:
     """The source's rows removed and added this run, with its columns ``names`` (default: all; the
-    source must give changes: see :func:`whole_reason`)."""
+    source must give changes: see :func:`.member_sources.whole_reason`)."""
     staged = source.staged
     added = (SnapshotScan(spark, SnapshotFiles(staged.files, staged.delete_files), source.columns).rows(names)
              if staged is not None and staged.files else None)

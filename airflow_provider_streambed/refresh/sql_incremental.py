@@ -28,7 +28,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -76,10 +75,10 @@ def stage_sql_member(
     (else whole, logged with why), and stage its output."""
     where = f"group={group.name} member={member.name} W={spec.watermark}"
 
-    def staged(frame: DataFrame | pa.Table, reason: str, record: str = "") -> MemberManifest:
+    def staged(frame: DataFrame, reason: str, record: str = "") -> MemberManifest:
         if reason:
             logger.info("%s: %s", where, reason)
-        output = collected(frame, spec.previous_snapshot(member.name)) if isinstance(frame, DataFrame) else frame
+        output = collected(frame, spec.previous_snapshot(member.name))
         return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
                                    reason=reason, resynced=resynced, shape=record)
 
