@@ -27,15 +27,9 @@ from airflow_provider_streambed.refresh.sql_shape import analyzed_plan
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
-from airflow_provider_streambed.staging.members import row_count
+from airflow_provider_streambed.staging.members import MAX_COLLECTED_ROWS, row_count
 
 logger = logging.getLogger(__name__)
-
-#: A member whose previous output had at most this many rows has its output collected into the
-#: worker and staged from there (one Parquet file written by pyarrow) when it has at most as many:
-#: a Spark write costs a job and its commit, 0.1-0.3 s (more on Spark Connect) where the collect
-#: of a small result is one round trip.
-MAX_COLLECTED_ROWS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
