@@ -16,7 +16,9 @@ the same rule (:func:`.delta_rules.delta_reason`) and with the same results:
   for ``NaN`` and ``-0.0``);
 - no group is one :func:`.delta_rules.recomputed_groups` names (a group that lost rows, with a
   ``MIN`` or ``MAX``);
-- the previous output has at most :data:`MAX_PREVIOUS_ROWS` rows and no delete file,
+- the previous output has at most
+  :data:`~airflow_provider_streambed.staging.members.MAX_COLLECTED_ROWS` rows (small enough
+  to collect) and no delete file,
   and the run changed at most :data:`MAX_CHANGED_ROWS` rows of the source (both are read into
   memory, the source's read columns only).
 
@@ -54,16 +56,13 @@ from airflow_provider_streambed.refresh.merge_queries import quoted
 from airflow_provider_streambed.refresh.shape_record import recorded_shape
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
-from airflow_provider_streambed.staging.members import row_count, stage_member_output
+from airflow_provider_streambed.staging.members import MAX_COLLECTED_ROWS, row_count, stage_member_output
 
 logger = logging.getLogger(__name__)
 
 #: Runs that changed more rows of the source than this are updated by Spark: the rows added and
 #: removed are read into this process's memory (the columns the query reads).
 MAX_CHANGED_ROWS = 1_000_000
-#: Members whose previous output has more rows than this are updated by Spark: it is read whole
-#: into this process's memory.
-MAX_PREVIOUS_ROWS = 100_000
 
 
 def in_process_reason(shape: GroupByShape) -> str | None:
@@ -154,8 +153,8 @@ def _shape(settings: Settings, spec: JobSpec, member: SqlMember,
     if reason := delta_reason(shape, shape.sources):
         return reason
     previous = spec.previous_snapshot(member.name)
-    if previous.deletes or row_count(previous.data) > MAX_PREVIOUS_ROWS:
-        return f"its previous output has delete files or more than {MAX_PREVIOUS_ROWS:,} rows"
+    if previous.deletes or row_count(previous.data) > MAX_COLLECTED_ROWS:
+        return f"its previous output has delete files or more than {MAX_COLLECTED_ROWS:,} rows"
     if staged.row_count + staged.deleted_rows > MAX_CHANGED_ROWS:
         return f"its source changed more than {MAX_CHANGED_ROWS:,} rows"
     return shape
