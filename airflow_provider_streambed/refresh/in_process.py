@@ -39,9 +39,12 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = (), settings: Mappi
     group = RefreshGroup.from_dict(spec.group)
     check_spec(spec, group)
     captures = read_captures(spec, group)
+    pending = {name.lower() for name in members_to_compute(spec)}  # no output fit for W staged (yet)
+    wanted = {name.lower() for name in members}
+    requested = [member for member in group.topological_members()
+                 if member.name.lower() in pending and (not wanted or member.name.lower() in wanted)]
     staged = []
-    for name in members_to_compute(spec, members):
-        member = group.member(name)
+    for member in requested:
         capture = captures.get(member.name.lower())
         if not isinstance(member, Mirror) or capture is None:
             continue
@@ -50,20 +53,18 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = (), settings: Mappi
             if (output := merge_in_process(source)) is not None:
                 stage_mirror(spec, source, output, definition_digest(member))
                 staged.append(member.name)
+                pending.discard(member.name.lower())
         except Exception:  # whatever it is, the Spark application computes the member again and reports
             logger.warning("group=%s member=%s W=%s: the in-process merge failed; Spark merges it", group.name,
                            member.name, spec.watermark, exc_info=True)
-    pending = set(members_to_compute(spec))  # the group's members with no output fit for W staged now
-    wanted = {name.lower() for name in members}
-    for member in group.topological_members():
-        if not (member.name in pending and (not wanted or member.name.lower() in wanted)
-                and isinstance(member, SqlMember) and member.incremental):
+    for member in requested:
+        if not (isinstance(member, SqlMember) and member.incremental):
             continue
-        if any(group.member(source).name in pending for source in member.sources):
+        if any(group.member(source).name.lower() in pending for source in member.sources):
             continue  # a source still to compute (or to compute again): so is the member
         if _updated_here(spec, group, member, captures, settings or {}):
             staged.append(member.name)
-            pending.discard(member.name)
+            pending.discard(member.name.lower())
     return tuple(staged)
 
 
