@@ -97,8 +97,8 @@ def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
 
 def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[pa.Table | None, pa.Table | None]:
     """The rows a source that gives changes (:func:`whole_reason`) removed and added this run, as
-    :func:`source_changes` has them, both read in this process (its delete files once), with its
-    columns ``names`` (default all); ``None`` for a side without files."""
+    :func:`.incremental.source_changes` has them, both read in this process (its delete files
+    once), with its columns ``names`` (default all); ``None`` for a side without files."""
     staged = source.staged
     assert staged is not None
     deleted = _deleted(staged.delete_files)
