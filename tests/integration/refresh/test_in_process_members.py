@@ -49,6 +49,11 @@ def _postgres_stats(dsn: str) -> dict[Any, tuple[Any, ...]]:
         return {grp: (n, counted, total, nk, sk, sk / nk if nk else None) for grp, n, counted, total, nk, sk in rows}
 
 
+def _cut_stats(reader: CutReader, cut_id: int) -> dict[Any, tuple[Any, ...]]:
+    return {row["grp"]: (row["n"], row["counted"], row["total"], row["nk"], row["sk"], row["mk"])
+            for row in reader.get(cut_id).to_arrow("grp_stats").to_pylist()}
+
+
 def test_a_group_of_a_mirror_and_a_member_the_worker_updates_starts_no_spark(
     pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -70,14 +75,10 @@ def test_a_group_of_a_mirror_and_a_member_the_worker_updates_starts_no_spark(
         result = refresh_once(GROUP, **options)
         assert event_logs.applications() == 1, "a run of the mirror and the member updated in the worker started Spark"
         assert UPDATED_HERE.format(result.cut.watermark) in caplog.text
-        stats = reader.get(result.cut.cut_id).to_arrow("grp_stats").to_pylist()
-        assert {row["grp"]: (row["n"], row["counted"], row["total"], row["nk"], row["sk"], row["mk"])
-                for row in stats} == _postgres_stats(pg_dsn)
+        assert _cut_stats(reader, result.cut.cut_id) == _postgres_stats(pg_dsn)
 
     _write(pg_dsn, rng, 2000)
     options["spark_conf"] = {**options["spark_conf"], INCREMENTAL_CONF: "false"}  # a full refresh
     result = refresh_once(GROUP, **options)
     assert event_logs.applications() == 2, "a full refresh computes the member whole, by Spark"
-    stats = reader.get(result.cut.cut_id).to_arrow("grp_stats").to_pylist()
-    assert {row["grp"]: (row["n"], row["counted"], row["total"], row["nk"], row["sk"], row["mk"])
-            for row in stats} == _postgres_stats(pg_dsn)
+    assert _cut_stats(reader, result.cut.cut_id) == _postgres_stats(pg_dsn)
