@@ -13,10 +13,16 @@ sits right after a WAL page header) is dropped here and comes again after the sl
 to W. Relation messages are processed for every transaction, kept or not.
 
 Updates that change the key are written as a ``D`` of the old key and a ``U`` of the new row
-(next ``_seq``). Unchanged-TOAST values are taken from the old row when the table has
-``REPLICA IDENTITY FULL`` (PostgreSQL logs it detoasted); otherwise they stay marked (see
-:mod:`.changelog`), and a key change with an unchanged TOASTed value cannot be resolved by the
-merge: give such tables ``REPLICA IDENTITY FULL``.
+(next ``_seq``). Under ``REPLICA IDENTITY FULL`` every update is written as a ``D`` of its whole
+old row and a ``U`` of the new one, so a run's first change of a key holds the row the previous
+cut has: the in-process merge keeps it with its position delete, where the change feed reads
+removed rows (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`, recorded per
+member when every update and delete carried its old row).
+
+Unchanged-TOAST values are taken from the old row when the table has ``REPLICA IDENTITY FULL``
+(PostgreSQL logs it detoasted); otherwise they stay marked (see :mod:`.changelog`), and a key
+change with an unchanged TOASTed value cannot be resolved by the merge: give such tables
+``REPLICA IDENTITY FULL``.
 
 The changes of a member added this run whose copy already holds their transaction (by Begin's
 xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and counted.
@@ -131,6 +137,7 @@ class ChangeStream:
     watermark: Lsn
     column_types: Callable[[str, Iterable[tuple[str, int, int]]], tuple[PgType, ...]]
     copies: Mapping[str, CopyFilter] = field(default_factory=dict)
+    without_old_images: set[str] = field(default_factory=set)  # members with a change that lacked its old row
     transactions: int = 0
     skipped: int = 0
     newest_commit_time: int | None = None  # of the kept transactions (pgoutput's microseconds)
@@ -159,8 +166,10 @@ class ChangeStream:
                 self._update(target, data)
         elif tag == _DELETE:
             if (target := self._row_target(data)) is not None:
-                if target.keyless and data[5] != _OLD:
-                    raise self._not_full(target)
+                if data[5] != _OLD:
+                    if target.keyless:
+                        raise self._not_full(target)
+                    self.without_old_images.add(target.member)
                 self._add(target, OP_DELETE, read_tuple(data, 6)[0])
         else:
             self._control(decode_message(data))
@@ -240,11 +249,15 @@ class ChangeStream:
                 self._add(target, OP_DELETE, old)
                 self._add(target, OP_UPDATE, new)
             return
-        if old is not None and any(
-            new[i] is not UNCHANGED_TOAST and old[i] != new[i] for i in target.key_indexes
-        ):
-            key_only = [old[i] if i in target.key_indexes else None for i in range(len(old))]
-            self._add(target, OP_DELETE, key_only)
+        if old is not None and update.old_kind == "O" and UNCHANGED_TOAST not in old:
+            self._add(target, OP_DELETE, old)  # the whole old row: a key change's delete too
+        else:
+            self.without_old_images.add(target.member)
+            if old is not None and any(
+                new[i] is not UNCHANGED_TOAST and old[i] != new[i] for i in target.key_indexes
+            ):
+                key_only = [old[i] if i in target.key_indexes else None for i in range(len(old))]
+                self._add(target, OP_DELETE, key_only)
         self._add(target, OP_UPDATE, new)
 
     def _not_full(self, target: _Target) -> SchemaChangeError:
@@ -276,6 +289,7 @@ class ExtractResult:
     changes: dict[str, int]
     columns: dict[str, tuple[str, ...]]
     newest_commit_at: dt.datetime | None = None
+    old_images: dict[str, bool] = field(default_factory=dict)
 
 
 def extract_changes(
@@ -345,4 +359,5 @@ def extract_changes(
         changes={member: log.changes for member, log in logs.items()},
         columns={member: tuple(c.name for c in log.layout) for member, log in logs.items()},
         newest_commit_at=None if stream.newest_commit_time is None else commit_timestamp(stream.newest_commit_time),
+        old_images={member: member not in stream.without_old_images for member in logs},
     )

@@ -252,6 +252,7 @@ def _table_captures(
             keyless=table.keyless,
             files=extracted.files[member],
             changes=extracted.changes[member],
+            old_images=extracted.old_images.get(member, False),
             copy_files=copy.files if copy else (),
             copied_rows=copy.rows if copy else 0,
             resynced=resynced.get(member, ""),

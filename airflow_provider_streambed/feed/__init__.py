@@ -29,7 +29,6 @@ from airflow_provider_streambed.feed import multiset
 from airflow_provider_streambed.feed.snapshots import added_rows, removed_rows, rows_at, snapshot_delta
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.parquet_rows import deleted_positions
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection, DuckDBPyRelation
@@ -138,8 +137,7 @@ def member_changes(earlier: CutView, later: CutView, name: str) -> MemberChanges
         if isinstance(delta, str):
             changes = _full_diff(earlier, later, name, table, schema, delta)
         else:
-            positions = deleted_positions(table.io, delta.deletes)
-            removed, added = multiset.net(removed_rows(table, schema, delta, positions),
+            removed, added = multiset.net(removed_rows(table, schema, delta),
                                           added_rows(table, schema, delta))
             changes = MemberChanges(name, earlier.watermark, later.watermark, removed, added, "snapshots")
     logger.info("group=%s cut=%d..%d member=%s: %d removed, %d added (%s%s) in %.2f s", later.group,

@@ -5,10 +5,12 @@ files and one of new position-delete files. So when every manifest of the earlie
 still listed by the later one, the manifests listed only by the later one hold exactly what the
 snapshots in between added, whatever their number (even if some of them expired since): the new
 data files are rows added (less the rows the new deletes remove from them), the new position
-deletes that point into older data files are rows removed, read from those files at those
-positions only. A whole rewrite in between (a compaction, a resync, a derived member's recompute)
-drops the earlier manifests or records deleted files; then :func:`snapshot_delta` says why it
-cannot walk, and the caller diffs the two snapshots' contents instead.
+deletes that point into older data files are rows removed: read from the delete file's ``row``
+column when it carries the deleted rows' values (the in-process merge writes them under
+``REPLICA IDENTITY FULL``), otherwise from those data files at those positions only. A whole
+rewrite in between (a compaction, a resync, a derived member's recompute) drops the earlier
+manifests or records deleted files; then :func:`snapshot_delta` says why it cannot walk, and the
+caller diffs the two snapshots' contents instead.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io import FileIO
@@ -39,7 +42,8 @@ from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.parquet_rows import READ_THREADS, rows_at_positions
+from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file, rows_at_positions
+from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
 
 logger = logging.getLogger(__name__)
 
@@ -93,30 +97,52 @@ def added_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.T
     return _scan(table, schema).to_table([FileScanTask(data_file, deletes) for data_file in delta.data])
 
 
+def _extract(rows: pa.Table, like: DataFile, directory: Path) -> DataFile:
+    """``rows`` (a data file's columns as stored) as a Parquet file in ``directory``, listed as a
+    data file of ``like``'s partition and spec."""
+    path = directory / f"{uuid.uuid4().hex}.parquet"
+    pq.write_table(rows, path, compression="none", use_dictionary=False, write_statistics=False)  # read once, here
+    extract = DataFile.from_args(content=DataFileContent.DATA, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
+                                 partition=like.partition, record_count=rows.num_rows,
+                                 file_size_in_bytes=path.stat().st_size)
+    extract.spec_id = like.spec_id  # not a field of the entry: pyiceberg sets it apart
+    return extract
+
+
 def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: Path) -> DataFile:
-    """A Parquet file in ``directory`` of ``data_file``'s rows at ``positions`` (sorted), as stored
+    """An extract (:func:`_extract`) of ``data_file``'s rows at ``positions`` (sorted), as stored
     (its physical columns and field ids), read one row group at a time from the row groups that
     hold them only."""
     with io.new_input(data_file.file_path).open() as stream:
         rows = rows_at_positions(pq.ParquetFile(stream), positions)
-    path = directory / f"{uuid.uuid4().hex}.parquet"
-    pq.write_table(rows, path, compression="none", use_dictionary=False, write_statistics=False)  # read once, here
-    extract = DataFile.from_args(content=DataFileContent.DATA, file_path=path.as_uri(), file_format=FileFormat.PARQUET,
-                                 partition=data_file.partition, record_count=len(positions),
-                                 file_size_in_bytes=path.stat().st_size)
-    extract.spec_id = data_file.spec_id  # not a field of the entry: pyiceberg sets it apart
-    return extract
+    return _extract(rows, data_file, directory)
 
 
-def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta, positions: dict[str, pa.Array]) -> pa.Table:
+def _delete_rows(io: FileIO, delete: DataFile) -> pa.Table:
+    """A position-delete file's rows: ``file_path``, ``pos`` and, when it has it, ``row``."""
+    with io.new_input(delete.file_path).open() as stream:
+        parquet = pq.ParquetFile(stream)
+        imaged = DELETE_ROW in parquet.schema_arrow.names
+        return parquet.read(columns=[DELETE_FILE_PATH, DELETE_POS, *([DELETE_ROW] if imaged else [])])
+
+
+def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.Table:
     """The rows the added deletes removed from older data files, in ``schema``'s columns.
 
-    Each such file's row groups that hold deleted positions are read (in threads), those rows
-    kept in a small local Parquet file, and pyiceberg reads these onto ``schema`` by field id, as
-    it reads any data file of the table.
+    The delete files are read (in threads). The rows a delete file carries in its ``row`` column
+    are taken from there; for the others, each data file's row groups that hold deleted positions
+    are read (in threads). Both are kept in small local Parquet files, and pyiceberg reads these
+    onto ``schema`` by field id (or name mapping), as it reads any data file of the table.
     """
-    added = {data_file.file_path for data_file in delta.data}
-    wanted = {path: found.to_numpy() for path, found in positions.items() if path not in added}
+    added = pa.array([data_file.file_path for data_file in delta.data], pa.string())
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        read = list(pool.map(lambda delete: _delete_rows(table.io, delete), delta.deletes))
+    older = [(delete, rows.filter(pc.invert(pc.is_in(rows[DELETE_FILE_PATH], value_set=added))))
+             for delete, rows in zip(delta.deletes, read, strict=True)]
+    imaged = [(delete, rows[DELETE_ROW]) for delete, rows in older if DELETE_ROW in rows.column_names and len(rows)]
+    plain = [rows for _, rows in older if DELETE_ROW not in rows.column_names]
+    positions = positions_by_file(pa.concat_tables(plain)) if plain else {}
+    wanted = {path: found.to_numpy() for path, found in positions.items()}
     files = [
         entry.data_file
         for manifest in delta.older_data
@@ -129,8 +155,11 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta, posit
     with tempfile.TemporaryDirectory(prefix="streambed-feed-") as directory, ThreadPoolExecutor(READ_THREADS) as pool:
         extracts = list(pool.map(lambda data_file: _rows_at(table.io, data_file, wanted[data_file.file_path],
                                                             Path(directory)), files))
+        extracts += [_extract(pa.Table.from_arrays(values.flatten(), schema=pa.schema(values.type.fields)), delete,
+                              Path(directory)) for delete, values in imaged]
         rows = _scan(table, schema).to_table([FileScanTask(extract) for extract in extracts])
-    logger.debug("table=%s: %d removed rows read from %d files", table.name(), rows.num_rows, len(files))
+    logger.debug("table=%s: %d removed rows read from %d data files and %d delete files' row images", table.name(),
+                 rows.num_rows, len(files), len(imaged))
     return rows
 
 

@@ -41,7 +41,8 @@ def rewrite_whole(
     """The mirror's whole table: the live rows of the previous ``data`` files (less the rows the
     ``deletes`` files and ``merged.deletes`` name), read as the ``columns`` at W, and ``merged.rows``."""
     deleted: dict[str, list[int]] = defaultdict(list)
-    for table in [pq.read_table(path) for path in deletes] + ([merged.deletes] if merged.deletes is not None else []):
+    tables = [pq.read_table(path, columns=[DELETE_FILE_PATH, DELETE_POS]) for path in deletes]
+    for table in tables + ([merged.deletes] if merged.deletes is not None else []):
         for name, pos in zip(table[DELETE_FILE_PATH].to_pylist(), table[DELETE_POS].to_pylist(), strict=True):
             deleted[name.rsplit("/", 1)[-1]].append(pos)
     kept = []

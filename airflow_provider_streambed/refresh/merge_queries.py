@@ -109,6 +109,20 @@ def images_query(key: list[str]) -> str:
         ORDER BY {ROW}"""
 
 
+def first_changes_query(key: list[str]) -> str:
+    """Per previous row to delete (the table ``located``: its file name, row number and key), the
+    changelog position of its key's first change in the run, and whether that change is a delete
+    (with the capture's old images, a delete of the whole row the previous cut has)."""
+    partition = ", ".join(quoted(name) for name in key)
+    condition = " AND ".join(f"located.{quoted(name)} = first.{quoted(name)}" for name in key)
+    return f"""
+        SELECT located.name, located.pos, first.{ROW}, first.{OP} = '{OP_DELETE}' AS deleted
+        FROM located JOIN (
+            SELECT {partition}, {ROW}, {OP}, row_number() OVER (
+                PARTITION BY {partition} ORDER BY {COMMIT_LSN}, {SEQ}) AS rank
+            FROM changes) AS first ON {condition} AND first.rank = 1"""
+
+
 def positions_query(key: list[str], deletes: bool, values: list[str] | None = None) -> str:
     """File names and row numbers of the previous live rows (the view ``previous_files``) whose
     key changed (``$1``: the delete files, when ``deletes``), with their key and ``values``

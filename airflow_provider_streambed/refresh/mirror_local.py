@@ -13,6 +13,12 @@ deletes, and picks that many previous live rows equal to each removed row (compa
 column, the whole row being the only identity, after a scan narrowed by one column:
 :mod:`.keyless_probe`).
 
+When the capture carries every change's old row (``REPLICA IDENTITY FULL``,
+:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`) and the table's columns did
+not change this run, the position deletes carry the deleted rows' values in Iceberg's optional
+``row`` column: each is its key's first change in the run, a delete of the row the previous cut
+holds. The change feed then reads removed rows from there, not from the older data files.
+
 Columns dropped, renamed, added or widened since the previous cut merge here too: the previous
 files and the changelog segments are read as the columns at W
 (:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`), and the output has them.
@@ -56,6 +62,7 @@ from airflow_provider_streambed.refresh.merge_queries import (
     POS,
     ROW,
     copies_query,
+    first_changes_query,
     images_query,
     net_query,
     positions_query,
@@ -76,7 +83,13 @@ from airflow_provider_streambed.staging import (
 )
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
-from airflow_provider_streambed.staging.records import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.staging.records import (
+    DELETE_FIELD_IDS,
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    DELETE_ROW,
+    DELETE_ROW_FIELD_ID,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -139,25 +152,30 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         return _on_nothing(source, after, shape, "truncated" if len(truncates) else "first cut"), ""
     if source.capture.keyless and not source.member.append_only:
         images, positions = _locate_rows(source, changes, columns, *paths)
-        rows = changes.take(images)
+        rows, removed = changes.take(images), None
     elif source.member.append_only or not source.capture.key_columns:
         inserted = changes.filter(pc.equal(changes[OP], OP_INSERT)).select(shape.names).cast(shape)
         merged = LocalMirrorOutput(inserted, None, "append-only")
         return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
     else:
         markers = _marked(source, changes)
-        images, positions, unchanged = _locate(changes, list(source.capture.key_columns), columns, *paths, markers)
+        imaged = source.capture.old_images and not source.capture.reshaped and not markers
+        images, positions, unchanged = _locate(changes, list(source.capture.key_columns), columns, *paths, markers,
+                                               imaged)
         rows = _with_unchanged_values(changes.take(images), markers, unchanged)
-    merged = LocalMirrorOutput(rows.select(shape.names).cast(shape), _deletes(source, positions), "merge-on-read")
+        removed = _old_images(source, changes, positions, shape) if imaged else None
+    merged = LocalMirrorOutput(rows.select(shape.names).cast(shape), _deletes(source, positions, removed),
+                               "merge-on-read")
     return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
 
 
 def _locate(
     changes: pa.Table, key: list[str], columns: FileColumns, data: tuple[str, ...], deletes: tuple[str, ...],
-    markers: list[str],
+    markers: list[str], imaged: bool = False,
 ) -> tuple[pa.Array, pa.Table, pa.Table | None]:
     """The changelog positions of the new images, the file names and row numbers of the previous
-    rows to delete, and (with ``markers``) the values of the images' unchanged-TOAST columns."""
+    rows to delete (``imaged``: with their key's first change, :func:`.merge_queries.first_changes_query`),
+    and (with ``markers``) the values of the images' unchanged-TOAST columns."""
     flags = [TOAST_MARKER_PREFIX + name for name in markers]
     ranked = changes.select([*key, COMMIT_LSN, SEQ, OP, *flags, *markers]).append_column(
         ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
@@ -165,14 +183,29 @@ def _locate(
         connection.register("changes", ranked)
         _previous_files(connection, columns, data)
         images = connection.execute(images_query(key)).to_arrow_table()
-        positions = connection.execute(positions_query(key, bool(deletes), markers if markers else None),
+        carried = markers if markers else [] if imaged else None
+        positions = connection.execute(positions_query(key, bool(deletes), carried),
                                        [list(deletes)] if deletes else []).to_arrow_table()
+        if imaged:
+            connection.register("located", positions)
+            positions = connection.execute(first_changes_query(key)).to_arrow_table()
         unchanged = None
         if markers:  # the previous rows' values, for the images whose key has no earlier change
             connection.register("images", images)
             connection.register("previous", positions.select([*key, *markers]))
             unchanged = connection.execute(unchanged_values_query(key, markers)).to_arrow_table()
     return _column(images, ROW), positions, unchanged
+
+
+def _old_images(source: MirrorInput, changes: pa.Table, positions: pa.Table, shape: pa.Schema) -> pa.Table | None:
+    """The deleted previous rows' values, in ``positions``' order: their key's first change in the
+    run, a delete of the whole old row (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`);
+    ``None`` when some key's first change is not a delete (then no delete of the run carries rows)."""
+    if not pc.all(positions["deleted"]).as_py():
+        logger.info("group=%s member=%s: position deletes without row images: a changed key's first change is not "
+                    "a delete of its old row", source.group, source.member.name)
+        return None
+    return changes.take(_column(positions, ROW)).select(shape.names).cast(shape)
 
 
 def _marked(source: MirrorInput, changes: pa.Table) -> list[str]:
@@ -317,13 +350,28 @@ def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns,
     connection.execute(f"CREATE TEMP VIEW previous_files AS SELECT {', '.join(selected)}, {FILE}, {POS} FROM {scan}")
 
 
-def _deletes(source: MirrorInput, positions: pa.Table) -> pa.Table | None:
-    """Position-delete rows naming the previous data files by their URIs (staging sorts them)."""
+def _deletes(source: MirrorInput, positions: pa.Table, images: pa.Table | None = None) -> pa.Table | None:
+    """Position-delete rows naming the previous data files by their URIs (staging sorts them), with
+    the deleted rows' ``images`` (same order) when given."""
     if not len(positions):
         return None
     uris = file_names(source.previous.data)
     paths = pa.array([uris[name] for name in _column(positions, "name").to_pylist()], pa.string())
-    return pa.Table.from_arrays([paths, _column(positions, "pos").cast(pa.int64())], schema=DELETE_SCHEMA)
+    return position_deletes(paths, _column(positions, "pos").cast(pa.int64()), images)
+
+
+def position_deletes(paths: pa.Array, positions: pa.Array, images: pa.Table | None = None) -> pa.Table:
+    """Iceberg position-delete rows: ``paths`` (data file URIs) and ``positions`` (row numbers) and,
+    when given, the ``row`` column of the deleted rows' values (``images``, one row each, in the
+    mirror's columns at W; named, without field ids, as the mirror's data files are)."""
+    deletes = pa.Table.from_arrays([paths, positions], schema=DELETE_SCHEMA)
+    if images is None:
+        return deletes
+    values = pa.StructArray.from_arrays([_column(images, name) for name in images.column_names],
+                                        fields=list(images.schema))
+    row = pa.field(DELETE_ROW, values.type, nullable=False,
+                   metadata={b"PARQUET:field_id": str(DELETE_ROW_FIELD_ID).encode()})
+    return deletes.append_column(row, values)
 
 
 def _column(table: pa.Table, name: str) -> pa.Array:

@@ -30,7 +30,7 @@ from airflow_provider_streambed.staging.paths import (
     member_manifest_uri,
     publishing_marker_uri,
 )
-from airflow_provider_streambed.staging.records import JobSpec, MemberManifest
+from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -187,7 +187,7 @@ def stage_member_output(
     deletes_uri = join(member_dir(root, member), DELETES_DIR)
     if (incremental or adopted) and deletes is not None:
         if isinstance(deletes, pa.Table):
-            _overwrite(deletes.sort_by([(name, "ascending") for name in deletes.column_names]), deletes_uri)
+            _overwrite(deletes.sort_by([(DELETE_FILE_PATH, "ascending"), (DELETE_POS, "ascending")]), deletes_uri)
         else:
             _overwrite(deletes.repartition(1).sortWithinPartitions(*deletes.columns), deletes_uri)
         delete_files, deleted = _list_parquet(deletes_uri, keep_empty=False)

@@ -13,9 +13,13 @@ from typing import Any
 
 from airflow_provider_streambed.lsn import Lsn
 
-#: Columns of an Iceberg position-delete file, and their reserved field ids.
-DELETE_FILE_PATH, DELETE_POS = "file_path", "pos"
+#: Columns of an Iceberg position-delete file, and their reserved field ids. :data:`DELETE_FIELD_IDS`
+#: names the two every delete file has; the optional ``row`` holds each deleted row's values: the
+#: in-process merge writes it when the capture gives them (:attr:`TableCapture.old_images`), and
+#: the change feed reads removed rows from it.
+DELETE_FILE_PATH, DELETE_POS, DELETE_ROW = "file_path", "pos", "row"
 DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
+DELETE_ROW_FIELD_ID = 2147483544
 
 
 def row_identity(key_columns: tuple[str, ...], keyless: bool) -> str:
@@ -59,6 +63,10 @@ class TableCapture:
             by its name now: the merges read a column under any of its names.
         reshaped: the table's columns differ from its mirror's in the last cut (dropped, renamed,
             added, widened): the cut evolves the mirror's schema even without a change of its rows.
+        old_images: every update and delete in ``files`` carries the row's whole old image
+            (``REPLICA IDENTITY FULL``): a keyed table's update is written as a delete of its old
+            image followed by its new image, so the first change of a key in a run holds the row
+            the previous cut has.
     """
 
     member: str
@@ -77,6 +85,7 @@ class TableCapture:
     renamed: Mapping[str, str] = field(default_factory=dict)
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reshaped: bool = False
+    old_images: bool = False
 
     @property
     def bootstrap(self) -> bool:

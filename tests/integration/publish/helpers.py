@@ -12,10 +12,8 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import SqlMember
+from airflow_provider_streambed.refresh.mirror_local import position_deletes
 from airflow_provider_streambed.staging import (
-    DELETE_FIELD_IDS,
-    DELETE_FILE_PATH,
-    DELETE_POS,
     MemberManifest,
     join,
     member_dir,
@@ -85,9 +83,11 @@ def pin_and_stage(ledger: Ledger, warehouse: str, group: str, run_key: str, wate
 
 
 def stage_delta(warehouse: str, group: str, run_key: str, watermark: Lsn, member: str, added: pa.Table,
-                deleted: list[tuple[str, int]], base_snapshot_id: int | None = None) -> MemberManifest:
+                deleted: list[tuple[str, int]], base_snapshot_id: int | None = None,
+                images: pa.Table | None = None) -> MemberManifest:
     """Stage a merge-on-read output: ``added`` rows, and position deletes (published file URI, row
-    position) over the member's previous snapshot (``base_snapshot_id``), as the mirror refresh writes them."""
+    position, with the deleted rows' ``images`` when given) over the member's previous snapshot
+    (``base_snapshot_id``), as the mirror refresh writes them."""
     root = staging_root(warehouse, group, run_key)
     data_dir = join(member_dir(root, member), "data")
     filesystem, path = fs.FileSystem.from_uri(data_dir)
@@ -96,12 +96,8 @@ def stage_delta(warehouse: str, group: str, run_key: str, watermark: Lsn, member
     pq.write_table(added, fs.FileSystem.from_uri(data_uri)[1])
     deletes = ()
     if deleted:
-        schema = pa.schema([
-            pa.field(name, kind, nullable=False, metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[name]).encode()})
-            for name, kind in ((DELETE_FILE_PATH, pa.string()), (DELETE_POS, pa.int64()))
-        ])
-        rows = pa.table([pa.array([p for p, _ in deleted]), pa.array([n for _, n in deleted], pa.int64())],
-                        schema=schema)
+        rows = position_deletes(pa.array([p for p, _ in deleted], pa.string()),
+                                pa.array([n for _, n in deleted], pa.int64()), images)
         delete_uri = f"{data_dir}/delete-00000-{run_key}.parquet"
         pq.write_table(rows, fs.FileSystem.from_uri(delete_uri)[1])
         deletes = (delete_uri,)

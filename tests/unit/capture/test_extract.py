@@ -123,8 +123,28 @@ def test_full_identity_resolves_unchanged_toast_from_the_old_row(tmp_path: Path)
     update = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", b"long") + b"N" + tup(b"2", "u")
     feed(changes, begin(200, 9), relation(*LAYOUT), update, commit(200))
     assert [(r["id"], r["body"], r["_toast_body"], r["_op"]) for r in rows(changes)] == [
-        (1, None, False, "D"), (2, "long", False, "U")
+        (1, "long", False, "D"), (2, "long", False, "U")
     ]
+
+
+def test_full_identity_writes_each_update_as_a_delete_of_its_old_row_then_its_new_row(tmp_path: Path) -> None:
+    changes = stream(tmp_path)
+    update = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", b"old") + b"N" + tup(b"1", b"new")
+    delete = b"D" + struct.pack(">I", OID) + b"O" + tup(b"1", b"new")
+    feed(changes, begin(200, 9), relation(*LAYOUT), update, delete, commit(200))
+    assert [(r["id"], r["body"], r["_seq"], r["_op"]) for r in rows(changes)] == [
+        (1, "old", 0, "D"), (1, "new", 1, "U"), (1, "new", 2, "D")
+    ]
+    assert changes.without_old_images == set()
+
+
+def test_a_change_without_its_old_row_marks_the_member(tmp_path: Path) -> None:
+    plain = b"U" + struct.pack(">I", OID) + b"N" + tup(b"1", b"new")
+    by_key = b"D" + struct.pack(">I", OID) + b"K" + tup(b"1", None)
+    for change in (plain, by_key):
+        changes = stream(tmp_path / change[:1].decode())
+        feed(changes, begin(200, 9), relation(*LAYOUT), change, commit(200))
+        assert changes.without_old_images == {"t"}
 
 
 def test_mismatched_commit_and_partial_transaction_fail(tmp_path: Path) -> None:
