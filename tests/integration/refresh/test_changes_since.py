@@ -31,7 +31,7 @@ from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.exceptions import ChangeFeedError, CutExpiredError
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
-from airflow_provider_streambed.staging import DELETE_ROW
+from tests.integration.refresh.deletes import delete_files_with_images
 from tests.integration.refresh.workloads import SCHEMA, workload
 
 pytestmark = pytest.mark.slow
@@ -58,18 +58,6 @@ def _rewrites(cuts: list[Cut], name: str) -> set[int]:
         assert snapshot is not None and snapshot.summary is not None
         if snapshot_id != earlier.members[name].snapshot_id and snapshot.summary.get("deleted-data-files"):
             found.add(later.cut_id)
-    return found
-
-
-def _delete_files_with_images(cut: Cut, name: str) -> Counter[bool]:
-    """How many of member ``name``'s delete files in ``cut`` carry the deleted rows (``row``), and how many not."""
-    table = cut.table(name)
-    tasks = table.scan(snapshot_id=cut.member(name).snapshot_id).plan_files()
-    deletes = {delete.file_path for task in tasks for delete in task.delete_files}
-    found: Counter[bool] = Counter()
-    for path in deletes:
-        with table.io.new_input(path).open() as stream:
-            found[DELETE_ROW in pq.read_schema(stream).names] += 1
     return found
 
 
@@ -100,9 +88,9 @@ def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, s
         assert result.cut is not None
         cuts.append(reader.get(result.cut.cut_id))
     _check_arrow_reads(cuts)
-    assert _delete_files_with_images(cuts[2], "accounts") == Counter({False: 1, True: 1})
+    assert delete_files_with_images(cuts[2], "accounts") == Counter({False: 1, True: 1})
     # after the compaction (run 3): run 4 added a column (its deletes carry no rows), run 5 did not
-    assert _delete_files_with_images(cuts[5], "accounts") == Counter({False: 1, True: 1})
+    assert delete_files_with_images(cuts[5], "accounts") == Counter({False: 1, True: 1})
     methods: Counter[tuple[str, str]] = Counter()
     for i, earlier in enumerate(cuts):
         for later in cuts[i:]:
