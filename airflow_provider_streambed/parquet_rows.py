@@ -3,7 +3,8 @@
 Parquet gives no cheaper way to a row than its row group's pages, so reading the rows at some
 positions of a file reads the row groups that hold them only, and takes the rows from each. The
 change feed (rows removed between two snapshots) and incremental derived members (rows their
-sources lost this run) read removed rows this way.
+sources lost this run) read removed rows this way, unless the position-delete file carries them
+in its ``row`` column (:func:`read_deletes`, :func:`row_images`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile
 
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
 
 #: Threads reading the data files that lost rows (the feed and incremental members alike).
 READ_THREADS = 4
@@ -53,6 +54,20 @@ def read_positions(
         with open_file(path) as stream:
             tables.append(pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS]))
     return positions_by_file(pa.concat_tables(tables)) if tables else {}
+
+
+def read_deletes(parquet: pq.ParquetFile, positions: bool = True) -> pa.Table | None:
+    """A position-delete file's ``row`` column (the deleted rows), after ``file_path`` and ``pos``
+    (unless not ``positions``); ``None`` when the file does not carry the deleted rows."""
+    if DELETE_ROW not in parquet.schema_arrow.names:
+        return None
+    return parquet.read(columns=[*([DELETE_FILE_PATH, DELETE_POS] if positions else []), DELETE_ROW])
+
+
+def row_images(deletes: pa.Table) -> pa.Table:
+    """The deleted rows a position-delete table's ``row`` column holds, as a table of their columns."""
+    values = deletes[DELETE_ROW]
+    return pa.Table.from_arrays(values.flatten(), schema=pa.schema(values.type.fields))
 
 
 def rows_at_positions(parquet: pq.ParquetFile, positions: np.ndarray, columns: list[str] | None = None) -> pa.Table:

@@ -35,8 +35,12 @@ Both computes take the query's shape recorded with the previous output, as a run
 way) instead, as the refresh runs with a ``spark_connect`` connection; the shape was then read once,
 by a local Spark, when the previous outputs were computed.
 
+With ``--full-identity`` the updates are captured as under ``REPLICA IDENTITY FULL`` (each after a
+delete of its whole old row): the mirror's position deletes then carry the deleted rows, and the
+members take the removed rows from there instead of reading every row group.
+
 Run: ``.venv/bin/python -m benchmarks.bench_incremental_members [--rows 10000000] [--repeats 3]
-[--members grp_stats] [--connect]`` (default 1,000,000 rows, every member).
+[--members grp_stats] [--connect] [--full-identity]`` (default 1,000,000 rows, every member).
 """
 
 from __future__ import annotations
@@ -144,12 +148,15 @@ def write_dims(spark: SparkSession, directory: Path) -> SourceState:
 
 
 def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims: SourceState,
-          previous: dict[str, MemberManifest], fraction: float, repeats: int, inserts: bool = False) -> None:
+          previous: dict[str, MemberManifest], fraction: float, repeats: int, inserts: bool = False,
+          full_identity: bool = False) -> None:
     """A line per member of ``previous`` (the Python, the SQL and the SQL join member), after
-    ``fraction`` changed rows (updates of random keys, or ``inserts``)."""
+    ``fraction`` changed rows (updates of random keys, with their old rows when ``full_identity``,
+    or ``inserts``)."""
     lsn = 1000 + int(fraction * 1e6) + (500 if inserts else 0)
     path = work / f"changes-{lsn}" / "c.parquet"
-    capture = write_inserts(rows, fraction, lsn, path) if inserts else write_changelog(rows, fraction, lsn, path, lsn)
+    capture = write_inserts(rows, fraction, lsn, path) if inserts else write_changelog(
+        rows, fraction, lsn, path, lsn, base=base if full_identity else None)
     staged, _ = refresh(spark, base, capture, work / f"mirror-{lsn}", lsn)
     whole_spec = JobSpec(GROUP.to_dict(), f"r{lsn}", Lsn(lsn), Lsn(1), 2, (work / "unused").as_uri(), "",
                          previous_files={name: manifest.files for name, manifest in previous.items()},
@@ -159,7 +166,7 @@ def bench(spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, dims:
     start = time.perf_counter()
     removed_rows(base, staged.delete_files, None)
     read_removed = time.perf_counter() - start
-    shape = "inserted" if inserts else "updated (random keys)"
+    shape = "inserted" if inserts else f"updated (random keys{', REPLICA IDENTITY FULL' if full_identity else ''})"
     print(f"{fraction:>6.1%} rows {shape}: {staged.row_count:,} new rows, {staged.deleted_rows:,} deleted "
           f"(reading the removed rows: {read_removed:.2f} s)")
     name = next(iter(previous))
@@ -190,6 +197,8 @@ def main() -> None:
                         default=[member.name for member in MEMBERS], help="the members to time (default: all)")
     parser.add_argument("--connect", action="store_true",
                         help="run everything on a local Spark Connect server (local[2]) instead of in-process")
+    parser.add_argument("--full-identity", action="store_true",
+                        help="updates captured as under REPLICA IDENTITY FULL: the deletes carry the removed rows")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as directory, \
             connect_mode(), ExitStack() as stack:
@@ -214,7 +223,8 @@ def main() -> None:
         print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, {where}")
         for inserts in (False, True):
             for fraction in GOALS:
-                bench(spark, work, arguments.rows, base, dims, previous, fraction, arguments.repeats, inserts)
+                bench(spark, work, arguments.rows, base, dims, previous, fraction, arguments.repeats, inserts,
+                      arguments.full_identity)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ JVM start is in any figure:
 - merge + write: the merge a refresh runs (:func:`~airflow_provider_streambed.refresh.job.merge`:
   in-process with DuckDB) and ``stage_member_output`` (new images + position deletes), the
   median of ``--repeats`` refreshes, as a fraction of a plain read + write of the whole table in
-  the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, Spark's merge of the same
-  changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply);
+  the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, the same refresh of the changes
+  as captured under ``REPLICA IDENTITY FULL`` (each update after a delete of its old row: the
+  position deletes then carry the deleted rows, for the change feed), and Spark's merge of the
+  same changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply);
 - bytes written per run as a fraction of the table's bytes;
 - the same refresh of a keyless copy of the table (merged as a multiset, whole-row identity) after
   0.1 % updates, beside the keyed figure (goal: <= 10 % of plain, the keyed goal 5 %);
@@ -45,7 +47,13 @@ from airflow_provider_streambed.refresh.job import merge
 from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.spark_snapshot import ROW_POS, SnapshotScan
-from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture, stage_member_output
+from airflow_provider_streambed.staging import (
+    DELETE_ROW,
+    MemberManifest,
+    SnapshotFiles,
+    TableCapture,
+    stage_member_output,
+)
 from airflow_provider_streambed.testing.spark import local_spark_session
 
 COLUMNS = ("id", "grp", "amount", "note", "at")
@@ -66,26 +74,39 @@ def write_table(spark: SparkSession, rows: int, directory: Path) -> SnapshotFile
     return SnapshotFiles(tuple(path.as_uri() for path in sorted(directory.glob("*.parquet"))))
 
 
-def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int, hot: bool = False) -> TableCapture:
+def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int, hot: bool = False,
+                    base: SnapshotFiles | None = None) -> TableCapture:
     """A changelog updating ``fraction`` of the keys (one transaction at ``lsn``), drawn from the whole
-    table or (``hot``) from its newest 1 %."""
+    table or (``hot``) from its newest 1 %. With ``base`` (the table's files), each update follows a
+    delete of its whole old row, as the capture writes them under ``REPLICA IDENTITY FULL``."""
     count = max(1, int(rows * fraction))
     low = rows - max(count, rows // 100) if hot else 0
-    changed = low + np.random.default_rng(seed).choice(rows - low, size=count, replace=False)
-    table = pa.table({
-        "id": pa.array(np.sort(changed), pa.int64()),
+    changed = np.sort(low + np.random.default_rng(seed).choice(rows - low, size=count, replace=False))
+    new = pa.table({
+        "id": pa.array(changed, pa.int64()),
         "grp": pa.array(np.full(len(changed), 7), pa.int32()),
         "amount": pa.array([None] * len(changed), pa.decimal128(14, 2)),
         "note": pa.array(["updated"] * len(changed), pa.string()),
         "at": pa.array(np.zeros(len(changed), np.int64), pa.timestamp("us", tz="UTC")),
-        "_commit_lsn": pa.array(np.full(len(changed), lsn), pa.int64()),
-        "_xid": pa.array(np.full(len(changed), lsn), pa.int64()),
-        "_seq": pa.array(np.arange(len(changed)), pa.int32()),
-        "_op": pa.array(["U"] * len(changed), pa.string()),
     })
+    old = None if base is None else _rows_of(base, changed).sort_by("id").cast(new.schema)
+    # each key's old row (a delete) right before its new one (an update)
+    changes = new if old is None else pa.concat_tables([old, new]).take(
+        np.arange(2 * count).reshape(2, count).T.ravel())
+    size = len(changes)
+    table = changes.append_column("_commit_lsn", pa.array(np.full(size, lsn), pa.int64())) \
+        .append_column("_xid", pa.array(np.full(size, lsn), pa.int64())) \
+        .append_column("_seq", pa.array(np.arange(size), pa.int32())) \
+        .append_column("_op", pa.array(["U"] * size if old is None else ["D", "U"] * count, pa.string()))
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
-    return TableCapture("facts", "public.facts", COLUMNS, ("id",), (path.as_uri(),), len(changed))
+    return TableCapture("facts", "public.facts", COLUMNS, ("id",), (path.as_uri(),), size, old_images=old is not None)
+
+
+def _rows_of(base: SnapshotFiles, ids: np.ndarray) -> pa.Table:
+    """The rows of ``base``'s files with keys ``ids`` (without Spark's schema metadata)."""
+    return ds.dataset([uri.removeprefix("file://") for uri in base.data]).to_table(
+        filter=pc.field("id").isin(pa.array(ids, pa.int64()))).replace_schema_metadata(None)
 
 
 def write_keyless_changelog(
@@ -94,11 +115,10 @@ def write_keyless_changelog(
     """A keyless changelog updating ``fraction`` of the rows (one transaction at ``lsn``): each
     update is a delete of the row's whole old image and an insert of its new one."""
     chosen = np.random.default_rng(seed).choice(rows, size=max(1, int(rows * fraction)), replace=False)
-    old = ds.dataset([uri.removeprefix("file://") for uri in base.data]).to_table(
-        filter=pc.field("id").isin(pa.array(chosen, pa.int64())))
+    old = _rows_of(base, chosen)
     note = old.schema.get_field_index("note")
     new = old.set_column(note, old.schema.field(note), pa.array(["updated"] * len(old), pa.string()))
-    changes = pa.concat_tables([old, new]).replace_schema_metadata(None)  # not Spark's schema of the base files
+    changes = pa.concat_tables([old, new])
     count = len(changes)
     table = changes.append_column("_commit_lsn", pa.array(np.full(count, lsn), pa.int64())) \
         .append_column("_xid", pa.array(np.full(count, lsn), pa.int64())) \
@@ -143,7 +163,7 @@ def bench_updates(
     table_bytes = size_of(base.data)
     print(f"\n### {'hot (newest 1 % of keys)' if hot else 'random'} updates")
     print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}  "
-          f"{'Spark merge s':>13} {'/ plain':>8}")
+          f"{'FULL identity s':>15} {'/ plain':>8}  {'Spark merge s':>13} {'/ plain':>8}")
     for index, (fraction, goal) in enumerate(GOALS.items()):
         lsn = 1000 * (index + 1)
         name = f"{'hot' if hot else 'random'}{index}"
@@ -151,11 +171,16 @@ def bench_updates(
         timed = [refresh(spark, base, capture, work / f"run-{name}-{repeat}", lsn) for repeat in range(repeats)]
         manifest, seconds = timed[0][0], statistics.median(seconds for _, seconds in timed)
         assert manifest.incremental, manifest.reason
+        full = write_changelog(rows, fraction, lsn, work / f"changes-{name}-full" / "c.parquet", index, hot, base)
+        timed = [refresh(spark, base, full, work / f"full-{name}-{repeat}", lsn) for repeat in range(repeats)]
+        with_rows = statistics.median(seconds for _, seconds in timed)
+        assert DELETE_ROW in pq.read_schema(timed[0][0].delete_files[0].removeprefix("file://")).names
         by_spark = statistics.median(refresh(spark, base, capture, work / f"spark-{name}-{repeat}", lsn,
                                              in_process=False)[1] for repeat in range(repeats))
         written = size_of(manifest.files + manifest.delete_files) / table_bytes
         print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
-              f"{written:>14.2%}  {by_spark:>13.2f} {by_spark / plain:>8.1%}")
+              f"{written:>14.2%}  {with_rows:>15.2f} {with_rows / plain:>8.1%}  {by_spark:>13.2f} "
+              f"{by_spark / plain:>8.1%}")
 
 
 def bench_keyless(

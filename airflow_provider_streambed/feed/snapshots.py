@@ -42,7 +42,13 @@ from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.parquet_rows import READ_THREADS, positions_by_file, rows_at_positions
+from airflow_provider_streambed.parquet_rows import (
+    READ_THREADS,
+    positions_by_file,
+    read_deletes,
+    row_images,
+    rows_at_positions,
+)
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
 
 logger = logging.getLogger(__name__)
@@ -122,8 +128,8 @@ def _delete_rows(io: FileIO, delete: DataFile) -> pa.Table:
     """A position-delete file's rows: ``file_path``, ``pos`` and, when it has it, ``row``."""
     with io.new_input(delete.file_path).open() as stream:
         parquet = pq.ParquetFile(stream)
-        imaged = DELETE_ROW in parquet.schema_arrow.names
-        return parquet.read(columns=[DELETE_FILE_PATH, DELETE_POS, *([DELETE_ROW] if imaged else [])])
+        rows = read_deletes(parquet)
+        return parquet.read(columns=[DELETE_FILE_PATH, DELETE_POS]) if rows is None else rows
 
 
 def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.Table:
@@ -139,7 +145,7 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
         read = list(pool.map(lambda delete: _delete_rows(table.io, delete), delta.deletes))
     older = [(delete, rows.filter(pc.invert(pc.is_in(rows[DELETE_FILE_PATH], value_set=added))))
              for delete, rows in zip(delta.deletes, read, strict=True)]
-    imaged = [(delete, rows[DELETE_ROW]) for delete, rows in older if DELETE_ROW in rows.column_names and len(rows)]
+    imaged = [(delete, rows) for delete, rows in older if DELETE_ROW in rows.column_names and len(rows)]
     plain = [rows for _, rows in older if DELETE_ROW not in rows.column_names]
     positions = positions_by_file(pa.concat_tables(plain)) if plain else {}
     wanted = {path: found.to_numpy() for path, found in positions.items()}
@@ -155,8 +161,7 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
     with tempfile.TemporaryDirectory(prefix="streambed-feed-") as directory, ThreadPoolExecutor(READ_THREADS) as pool:
         extracts = list(pool.map(lambda data_file: _rows_at(table.io, data_file, wanted[data_file.file_path],
                                                             Path(directory)), files))
-        extracts += [_extract(pa.Table.from_arrays(values.flatten(), schema=pa.schema(values.type.fields)), delete,
-                              Path(directory)) for delete, values in imaged]
+        extracts += [_extract(row_images(rows), delete, Path(directory)) for delete, rows in imaged]
         rows = _scan(table, schema).to_table([FileScanTask(extract) for extract in extracts])
     logger.debug("table=%s: %d removed rows read from %d data files and %d delete files' row images", table.name(),
                  rows.num_rows, len(files), len(imaged))

@@ -4,10 +4,11 @@ Inside the Spark job a source's changes of this run are the facts the change fee
 published snapshots (:mod:`airflow_provider_streambed.feed.snapshots`), taken from the source's
 staged output instead: an incremental output's new data files are the rows added (less the rows
 its own deletes remove), its position deletes name the rows removed from the previous snapshot's
-files, read from the row groups that hold them (:mod:`airflow_provider_streambed.parquet_rows`, as
-the feed reads them), never a whole source. A carried source changed nothing. A source written
-whole this run (its first cut, a compaction, a resync) or whose columns changed gives no such
-facts (:func:`whole_reason`). Imports no pyspark.
+files, taken from the deletes' ``row`` column when they carry the rows (a mirror under ``REPLICA
+IDENTITY FULL``), otherwise read from the row groups that hold them
+(:mod:`airflow_provider_streambed.parquet_rows`, as the feed reads them), never a whole source.
+A carried source changed nothing. A source written whole this run (its first cut, a compaction, a
+resync) or whose columns changed gives no such facts (:func:`whole_reason`). Imports no pyspark.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ from airflow_provider_streambed import storage
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.member_declarations import Member
-from airflow_provider_streambed.parquet_rows import READ_THREADS, read_positions, rows_at_positions
+from airflow_provider_streambed.parquet_rows import (
+    READ_THREADS,
+    read_deletes,
+    read_positions,
+    row_images,
+    rows_at_positions,
+)
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, TableCapture
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
@@ -83,8 +90,12 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
                  names: list[str] | None = None) -> pa.Table | None:
     """The rows of ``previous``'s data files that ``delete_files`` name, read in this process from
     the row groups that hold them (as ``columns`` when given; only the columns ``names``, when
-    given), never a whole table; ``None`` when there are none."""
-    return _removed(previous.data, _deleted(delete_files), columns, names) if delete_files else None
+    given), never a whole table (from the delete files alone when they carry the rows); ``None``
+    when there are none."""
+    if not delete_files:
+        return None
+    images = _images(delete_files, columns, names)
+    return images if images is not None else _removed(previous.data, _deleted(delete_files), columns, names)
 
 
 def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
@@ -102,8 +113,9 @@ def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[p
     staged = source.staged
     assert staged is not None
     deleted = _deleted(staged.delete_files)
-    return (_removed(source.previous.data, deleted, source.columns, names),
-            _live(staged.files, deleted, source.columns, names))
+    images = _images(staged.delete_files, source.columns, names) if staged.delete_files else None
+    removed = images if images is not None else _removed(source.previous.data, deleted, source.columns, names)
+    return removed, _live(staged.files, deleted, source.columns, names)
 
 
 def _removed(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileColumns | None,
@@ -115,6 +127,22 @@ def _removed(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: Fi
     named = [(uri, functools.partial(at_positions, name)) for name, uri in file_names(data).items()
              if name in deleted]
     return _read_files(named, columns, names)
+
+
+def _images(delete_files: tuple[str, ...], columns: FileColumns | None, names: list[str] | None) -> pa.Table | None:
+    """The deleted rows the ``delete_files`` carry (their ``row`` column), as ``columns`` when
+    given, only the columns ``names`` when given; ``None`` unless every one of them carries them."""
+    def read(uri: str) -> pa.Table | None:
+        with storage.open_input(uri) as stream:
+            return read_deletes(pq.ParquetFile(stream), positions=False)
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        parts = list(pool.map(read, delete_files))
+    if any(part is None for part in parts):
+        return None
+    rows = pa.concat_tables([row_images(part) for part in parts if part is not None])
+    rows = rows if columns is None else columns.conform(rows)
+    return rows if names is None else rows.select(names)
 
 
 def _live(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileColumns | None,

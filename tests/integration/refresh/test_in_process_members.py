@@ -2,13 +2,16 @@
 task, with its mirror: a run of such a group starts no Spark application.
 
 ``refresh_once`` with real PostgreSQL, spark-submit and a SQLite catalog; Spark's event logs count
-the applications started, and PostgreSQL's own aggregates are the reference.
+the applications started, and PostgreSQL's own aggregates are the reference. The second run is
+under ``REPLICA IDENTITY FULL``: the member takes the rows its source lost from the position
+deletes' ``row`` column instead of the mirror's older files.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.refresh.member_sources import INCREMENTAL_CONF
 from airflow_provider_streambed.testing.spark import EventLogs
+from tests.integration.refresh.deletes import delete_files_with_images
 
 pytestmark = pytest.mark.slow
 STATS = ("SELECT grp, COUNT(*) AS n, COUNT(v) AS counted, SUM(v) AS total, COUNT(k) AS nk, SUM(k) AS sk, "
@@ -71,11 +75,15 @@ def test_a_group_of_a_mirror_and_a_member_the_worker_updates_starts_no_spark(
     refresh_once(GROUP, **options)
     assert event_logs.applications() == 1  # the member's first cut: Spark computes it, and records its shape
     for run in range(2):
+        if run == 1:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                conn.execute("ALTER TABLE facts REPLICA IDENTITY FULL")
         _write(pg_dsn, rng, 1000 + 100 * run)
         result = refresh_once(GROUP, **options)
         assert event_logs.applications() == 1, "a run of the mirror and the member updated in the worker started Spark"
         assert UPDATED_HERE.format(result.cut.watermark) in caplog.text
         assert _cut_stats(reader, result.cut.cut_id) == _postgres_stats(pg_dsn)
+    assert delete_files_with_images(reader.get(result.cut.cut_id), "facts") == Counter({False: 1, True: 1})
 
     _write(pg_dsn, rng, 2000)
     options["spark_conf"] = {**options["spark_conf"], INCREMENTAL_CONF: "false"}  # a full refresh

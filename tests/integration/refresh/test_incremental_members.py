@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
@@ -29,6 +30,7 @@ from airflow_provider_streambed.refresh.connect_variables import connect_mode
 from airflow_provider_streambed.refresh.member_sources import INCREMENTAL_CONF
 from airflow_provider_streambed.refresh.session import REQUIRED_CONF
 from tests.integration.refresh.cuts import Cuts, cuts_of
+from tests.integration.refresh.deletes import delete_files_with_images
 from tests.integration.refresh.workloads import JOIN_SCHEMA, SCHEMA, join_workload, workload
 
 pytestmark = pytest.mark.slow
@@ -108,9 +110,17 @@ def test_incremental_python_members_equal_a_whole_recompute_on_every_cut(
     # the means of kinds of more than 7 values are recomputed, the others updated from the changes
     monkeypatch.setitem(delta_rules.AVERAGED_EXACTLY_UP_TO, "integer", 7)
     rng = random.Random(3401)
+
+    def changes(run: int) -> None:
+        if run == 3:  # from run 3 the members take the rows accounts lost from its position deletes' rows
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                conn.execute("ALTER TABLE accounts REPLICA IDENTITY FULL")
+        workload(pg_dsn, rng, run)
+
     with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, GROUP, SCHEMA) as cuts:
         # run 4 adds a column to accounts (workloads.workload)
-        reader, reasons = _check_cuts(cuts, sqlite_catalog_uri, functools.partial(workload, pg_dsn, rng), INCREMENTAL)
+        reader, reasons = _check_cuts(cuts, sqlite_catalog_uri, changes, INCREMENTAL)
+        assert delete_files_with_images(reader.latest(), "accounts") == Counter({True: 1})
         spark.conf.set(INCREMENTAL_CONF, "false")  # a full refresh
         try:
             workload(pg_dsn, rng, 7)
