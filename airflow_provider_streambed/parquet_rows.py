@@ -4,7 +4,7 @@ Parquet gives no cheaper way to a row than its row group's pages, so reading the
 positions of a file reads the row groups that hold them only, and takes the rows from each. The
 change feed (rows removed between two snapshots) and incremental derived members (rows their
 sources lost this run) read removed rows this way, unless the position-delete file carries them
-in its ``row`` column (:func:`read_deletes`, :func:`row_images`).
+in its ``row`` column (:func:`delete_rows`, :func:`row_images`).
 """
 
 from __future__ import annotations
@@ -56,16 +56,16 @@ def read_positions(
     return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
-def read_deletes(parquet: pq.ParquetFile, positions: bool = True) -> pa.Table | None:
-    """A position-delete file's ``row`` column (the deleted rows), after ``file_path`` and ``pos``
-    (unless not ``positions``); ``None`` when the file does not carry the deleted rows."""
-    if DELETE_ROW not in parquet.schema_arrow.names:
-        return None
-    return parquet.read(columns=[*([DELETE_FILE_PATH, DELETE_POS] if positions else []), DELETE_ROW])
+def delete_rows(parquet: pq.ParquetFile) -> pa.Table:
+    """A position-delete file's ``file_path`` and ``pos``, and its ``row`` column (the deleted rows'
+    values) when it has one."""
+    carried = [DELETE_ROW] if DELETE_ROW in parquet.schema_arrow.names else []
+    return parquet.read(columns=[DELETE_FILE_PATH, DELETE_POS, *carried])
 
 
 def row_images(deletes: pa.Table) -> pa.Table:
-    """The deleted rows a position-delete table's ``row`` column holds, as a table of their columns."""
+    """The deleted rows a position-delete table's ``row`` column holds, as a table of their columns
+    (their Iceberg field ids kept as field metadata)."""
     values = deletes[DELETE_ROW]
     return pa.Table.from_arrays(values.flatten(), schema=pa.schema(values.type.fields))
 

@@ -41,6 +41,8 @@ TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 ROW_FILE, ROW_POS = "_row_file", "_row_pos"
 #: The column a scan with deletes joins on: :func:`row_key`.
 ROW_KEY = "_row_key"
+#: The columns of a position-delete file a scan reads (not the deleted rows some files carry).
+DELETE_READ_SCHEMA = f"{DELETE_FILE_PATH} string, {DELETE_POS} long"
 #: A row's position takes the low bits of :data:`ROW_KEY`; its file's ordinal the bits above.
 POSITION_BITS = 40
 
@@ -102,7 +104,7 @@ class SnapshotScan:
         frame = self._frame.select(*selected, row_key(data_names, self._sizes, self._probed).alias(ROW_KEY))
         named = F.substring_index(F.col(DELETE_FILE_PATH), "/", -1)
         ordinal = _first_match([(named == name, at) for at, name in enumerate(data_names) if name in self._probed])
-        deleted = self.spark.read.parquet(*self._deletes).select(
+        deleted = self.spark.read.schema(DELETE_READ_SCHEMA).parquet(*self._deletes).select(
             (F.shiftleft(ordinal, POSITION_BITS) + F.col(DELETE_POS)).alias(ROW_KEY)).where(F.col(ROW_KEY).isNotNull())
         return frame.join(deleted, ROW_KEY, "left_anti").drop(ROW_KEY)
 

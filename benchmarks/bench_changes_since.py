@@ -41,6 +41,7 @@ from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.refresh.mirror_local import identified
 from tests.integration.publish.helpers import stage, stage_delta
 
 GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"),))
@@ -97,8 +98,10 @@ def publish_updates(catalog_props: dict[str, str], ledger: Ledger, rows: int, ho
     step = -(-rows // FILES)
     deleted = [(files[int(key) // step], int(key) % step) for key in changed]
     ledger.pin_run(group.name, "r2", Lsn(200))
+    ids = {field.name: field.field_id for field in first.table("facts").schema().fields}
+    old = facts(changed)
     manifest = stage_delta(warehouse, group.name, "r2", Lsn(200), "facts", facts(changed, "updated"), deleted,
-                           first.member("facts").snapshot_id, facts(changed) if images else None)
+                           first.member("facts").snapshot_id, old.cast(identified(old.schema, ids)) if images else None)
     publish_cut(catalog, ledger, group, "r2", {"facts": manifest})
     return first, reader.latest()
 

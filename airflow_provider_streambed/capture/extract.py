@@ -13,16 +13,19 @@ sits right after a WAL page header) is dropped here and comes again after the sl
 to W. Relation messages are processed for every transaction, kept or not.
 
 Updates that change the key are written as a ``D`` of the old key and a ``U`` of the new row
-(next ``_seq``). Under ``REPLICA IDENTITY FULL`` every update is written as a ``D`` of its whole
-old row and a ``U`` of the new one, so a run's first change of a key holds the row the previous
-cut has: the in-process merge keeps it with its position delete, where the change feed reads
-removed rows (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`, recorded per
-member when every update and delete carried its old row).
+(next ``_seq``). Under ``REPLICA IDENTITY FULL`` every update of a plain table is written as a
+``D`` of its whole old row and a ``U`` of the new one, so a run's first change of a key the
+previous cut holds is a delete of that row: the in-process merge keeps it with its position
+delete, where the change feed reads removed rows
+(:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`, recorded per member when
+every update and delete carried its old row).
 
-Unchanged-TOAST values are taken from the old row when the table has ``REPLICA IDENTITY FULL``
-(PostgreSQL logs it detoasted); otherwise they stay marked (see :mod:`.changelog`), and a key
-change with an unchanged TOASTed value cannot be resolved by the merge: give such tables
-``REPLICA IDENTITY FULL``.
+Unchanged-TOAST values are taken from the old row when a plain table has ``REPLICA IDENTITY
+FULL`` (PostgreSQL logs it detoasted); otherwise they stay marked (see :mod:`.changelog`), and a
+key change with an unchanged TOASTed value cannot be resolved by the merge: give such tables
+``REPLICA IDENTITY FULL``. A partitioned table's old rows are never taken as whole: PostgreSQL
+marks them whole (``O``) by the partitioned table's identity, but logs them by the partition's,
+which ``ALTER TABLE ... REPLICA IDENTITY`` on the partitioned table does not change.
 
 The changes of a member added this run whose copy already holds their transaction (by Begin's
 xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and counted.
@@ -113,6 +116,7 @@ class _Target:
     read_new: Callable[[bytes, int], list[Value]]
     keyless: bool = False
     copy: CopyFilter | None = None  # a member added this run: drops what its copy holds
+    partitioned: bool = False  # its old rows marked whole (``O``) may hold the key only: not trusted
 
 
 @dataclass
@@ -166,9 +170,9 @@ class ChangeStream:
                 self._update(target, data)
         elif tag == _DELETE:
             if (target := self._row_target(data)) is not None:
-                if data[5] != _OLD:
-                    if target.keyless:
-                        raise self._not_full(target)
+                if data[5] != _OLD and target.keyless:
+                    raise self._not_full(target)
+                if data[5] != _OLD or target.partitioned:
                     self.without_old_images.add(target.member)
                 self._add(target, OP_DELETE, read_tuple(data, 6)[0])
         else:
@@ -226,7 +230,7 @@ class ChangeStream:
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
         self._targets[relation.oid] = _Target(member, log, keys, tuple_reader(len(names)), table.keyless,
-                                              self.copies.get(member))
+                                              self.copies.get(member), partitioned=bool(table.storage))
 
     @staticmethod
     def _dropped(target: _Target) -> bool:
@@ -240,17 +244,19 @@ class ChangeStream:
     def _update(self, target: _Target, data: bytes) -> None:
         update = decode_update(data)
         new, old = update.new, update.old
-        if old is not None and update.old_kind == "O" and UNCHANGED_TOAST in new:
-            new = [old[i] if value is UNCHANGED_TOAST else value for i, value in enumerate(new)]
+        trusted = update.old_kind == "O" and (target.keyless or not target.partitioned)
+        whole = old if trusted else None  # the whole old row, when it is one
+        if whole is not None and UNCHANGED_TOAST in new:
+            new = [whole[i] if value is UNCHANGED_TOAST else value for i, value in enumerate(new)]
         if target.keyless:  # one row of the multiset leaves (its old image) and one comes
-            if old is None or update.old_kind != "O":
+            if whole is None:
                 raise self._not_full(target)
-            if old != new:  # an update to the same values changes no row
-                self._add(target, OP_DELETE, old)
+            if whole != new:  # an update to the same values changes no row
+                self._add(target, OP_DELETE, whole)
                 self._add(target, OP_UPDATE, new)
             return
-        if old is not None and update.old_kind == "O" and UNCHANGED_TOAST not in old:
-            self._add(target, OP_DELETE, old)  # the whole old row: a key change's delete too
+        if whole is not None and UNCHANGED_TOAST not in whole:
+            self._add(target, OP_DELETE, whole)  # the whole old row: a key change's delete too
         else:
             self.without_old_images.add(target.member)
             if old is not None and any(

@@ -44,6 +44,7 @@ import pyarrow as pa
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.column_changes import columns_change, iceberg_type, types_change
 from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
+from airflow_provider_streambed.staging.records import FIELD_ID
 
 #: A resync the user asked for.
 REQUESTED = "requested"
@@ -85,6 +86,12 @@ class LastCutMirror:
         attnums = json.loads(source["attnums"]) if source.get("attnums") else {}
         return cls(columns, source.get("storage", ""), source.get("identity", ""),
                    {str(name): int(attnum) for name, attnum in attnums.items()}, dict(names or {}), frozenset(retired))
+
+    @property
+    def field_ids(self) -> dict[str, int]:
+        """Each column's Iceberg field id, by name (columns read without one are left out)."""
+        return {column.name: int(column.metadata[FIELD_ID]) for column in self.columns
+                if column.metadata and FIELD_ID in column.metadata}
 
 
 def resync_reasons(

@@ -253,6 +253,7 @@ def _table_captures(
             files=extracted.files[member],
             changes=extracted.changes[member],
             old_images=extracted.old_images.get(member, False),
+            field_ids=last.field_ids if last is not None else {},
             copy_files=copy.files if copy else (),
             copied_rows=copy.rows if copy else 0,
             resynced=resynced.get(member, ""),

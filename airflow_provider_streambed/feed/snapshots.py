@@ -44,12 +44,12 @@ from pyiceberg.table.snapshots import Snapshot
 from airflow_provider_streambed.exceptions import ChangeFeedError
 from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
+    delete_rows,
     positions_by_file,
-    read_deletes,
     row_images,
     rows_at_positions,
 )
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
+from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_ROW
 
 logger = logging.getLogger(__name__)
 
@@ -125,20 +125,19 @@ def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: 
 
 
 def _delete_rows(io: FileIO, delete: DataFile) -> pa.Table:
-    """A position-delete file's rows: ``file_path``, ``pos`` and, when it has it, ``row``."""
+    """A position-delete file's rows (:func:`~airflow_provider_streambed.parquet_rows.delete_rows`)."""
     with io.new_input(delete.file_path).open() as stream:
-        parquet = pq.ParquetFile(stream)
-        rows = read_deletes(parquet)
-        return parquet.read(columns=[DELETE_FILE_PATH, DELETE_POS]) if rows is None else rows
+        return delete_rows(pq.ParquetFile(stream))
 
 
 def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.Table:
     """The rows the added deletes removed from older data files, in ``schema``'s columns.
 
     The delete files are read (in threads). The rows a delete file carries in its ``row`` column
-    are taken from there; for the others, each data file's row groups that hold deleted positions
-    are read (in threads). Both are kept in small local Parquet files, and pyiceberg reads these
-    onto ``schema`` by field id (or name mapping), as it reads any data file of the table.
+    are taken from there (a position is deleted once: the merges delete live rows only); for the
+    others, each data file's row groups that hold deleted positions are read (in threads). Both
+    are kept in small local Parquet files, and pyiceberg reads these onto ``schema`` by field id
+    (or name mapping), as it reads any data file of the table.
     """
     added = pa.array([data_file.file_path for data_file in delta.data], pa.string())
     with ThreadPoolExecutor(READ_THREADS) as pool:
@@ -149,15 +148,17 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
     plain = [rows for _, rows in older if DELETE_ROW not in rows.column_names]
     positions = positions_by_file(pa.concat_tables(plain)) if plain else {}
     wanted = {path: found.to_numpy() for path, found in positions.items()}
-    files = [
-        entry.data_file
+    named = set(wanted) | {path for _, rows in imaged for path in pc.unique(rows[DELETE_FILE_PATH]).to_pylist()}
+    listed = {
+        entry.data_file.file_path: entry.data_file
         for manifest in delta.older_data
         for entry in manifest.fetch_manifest_entry(table.io)
-        if entry.data_file.file_path in wanted
-    ]
-    if missing := set(wanted) - {data_file.file_path for data_file in files}:
+        if entry.data_file.file_path in named
+    }
+    if missing := named - set(listed):
         raise ChangeFeedError(f"table {'.'.join(table.name())}: position deletes name data files that neither "
                               f"snapshot lists: {sorted(missing)[:3]}")
+    files = [listed[path] for path in wanted]
     with tempfile.TemporaryDirectory(prefix="streambed-feed-") as directory, ThreadPoolExecutor(READ_THREADS) as pool:
         extracts = list(pool.map(lambda data_file: _rows_at(table.io, data_file, wanted[data_file.file_path],
                                                             Path(directory)), files))

@@ -29,12 +29,12 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.member_declarations import Member
 from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
-    read_deletes,
+    delete_rows,
     read_positions,
     row_images,
     rows_at_positions,
 )
-from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, TableCapture
+from airflow_provider_streambed.staging import DELETE_ROW, JobSpec, MemberManifest, SnapshotFiles, TableCapture
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
 from airflow_provider_streambed.staging.members import staged_manifest
@@ -92,10 +92,7 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
     the row groups that hold them (as ``columns`` when given; only the columns ``names``, when
     given), never a whole table (from the delete files alone when they carry the rows); ``None``
     when there are none."""
-    if not delete_files:
-        return None
-    images = _images(delete_files, columns, names)
-    return images if images is not None else _removed(previous.data, _deleted(delete_files), columns, names)
+    return _removed(previous.data, delete_files, None, columns, names) if delete_files else None
 
 
 def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
@@ -113,14 +110,19 @@ def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[p
     staged = source.staged
     assert staged is not None
     deleted = _deleted(staged.delete_files)
-    images = _images(staged.delete_files, source.columns, names) if staged.delete_files else None
-    removed = images if images is not None else _removed(source.previous.data, deleted, source.columns, names)
-    return removed, _live(staged.files, deleted, source.columns, names)
+    return (_removed(source.previous.data, staged.delete_files, deleted, source.columns, names),
+            _live(staged.files, deleted, source.columns, names))
 
 
-def _removed(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileColumns | None,
-             names: list[str] | None) -> pa.Table | None:
-    """The rows of the data files ``data`` at the positions ``deleted`` names (by file name)."""
+def _removed(data: tuple[str, ...], delete_files: tuple[str, ...], deleted: Mapping[str, pa.Array] | None,
+             columns: FileColumns | None, names: list[str] | None) -> pa.Table | None:
+    """The rows of the data files ``data`` that ``delete_files`` name: the rows the delete files
+    carry when every one does, else read at the positions ``deleted`` names (by file name; read
+    from ``delete_files`` when ``None``)."""
+    if delete_files and (images := _images(delete_files, columns, names)) is not None:
+        return images
+    deleted = _deleted(delete_files) if deleted is None else deleted
+
     def at_positions(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
         return rows_at_positions(parquet, deleted[name].to_numpy(), stored)
 
@@ -132,15 +134,15 @@ def _removed(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: Fi
 def _images(delete_files: tuple[str, ...], columns: FileColumns | None, names: list[str] | None) -> pa.Table | None:
     """The deleted rows the ``delete_files`` carry (their ``row`` column), as ``columns`` when
     given, only the columns ``names`` when given; ``None`` unless every one of them carries them."""
-    def read(uri: str) -> pa.Table | None:
+    def read(uri: str) -> pa.Table:
         with storage.open_input(uri) as stream:
-            return read_deletes(pq.ParquetFile(stream), positions=False)
+            return delete_rows(pq.ParquetFile(stream))
 
     with ThreadPoolExecutor(READ_THREADS) as pool:
         parts = list(pool.map(read, delete_files))
-    if any(part is None for part in parts):
+    if any(DELETE_ROW not in part.column_names for part in parts):
         return None
-    rows = pa.concat_tables([row_images(part) for part in parts if part is not None])
+    rows = pa.concat_tables([row_images(part) for part in parts])
     rows = rows if columns is None else columns.conform(rows)
     return rows if names is None else rows.select(names)
 

@@ -14,10 +14,11 @@ column, the whole row being the only identity, after a scan narrowed by one colu
 :mod:`.keyless_probe`).
 
 When the capture carries every change's old row (``REPLICA IDENTITY FULL``,
-:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`) and the table's columns did
-not change this run, the position deletes carry the deleted rows' values in Iceberg's optional
-``row`` column: each is its key's first change in the run, a delete of the row the previous cut
-holds. The change feed then reads removed rows from there, not from the older data files.
+:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`), the table's columns did not
+change this run and no change marks an unchanged-TOAST value, the position deletes carry the
+deleted rows' values, with the table's field ids, in Iceberg's optional ``row`` column: each is
+its key's first change in the run, a delete of the row the previous cut holds. The change feed
+then reads removed rows from there, not from the older data files.
 
 Columns dropped, renamed, added or widened since the previous cut merge here too: the previous
 files and the changelog segments are read as the columns at W
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Mapping
 
 import duckdb
 import numpy as np
@@ -89,6 +91,7 @@ from airflow_provider_streambed.staging.records import (
     DELETE_POS,
     DELETE_ROW,
     DELETE_ROW_FIELD_ID,
+    FIELD_ID,
 )
 
 logger = logging.getLogger(__name__)
@@ -101,9 +104,8 @@ MAX_CHANGES = 1_000_000
 #: Position-delete rows as Iceberg names them, with their reserved field ids.
 DELETE_SCHEMA = pa.schema([
     pa.field(DELETE_FILE_PATH, pa.string(), nullable=False,
-             metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[DELETE_FILE_PATH]).encode()}),
-    pa.field(DELETE_POS, pa.int64(), nullable=False,
-             metadata={b"PARQUET:field_id": str(DELETE_FIELD_IDS[DELETE_POS]).encode()}),
+             metadata={FIELD_ID: str(DELETE_FIELD_IDS[DELETE_FILE_PATH]).encode()}),
+    pa.field(DELETE_POS, pa.int64(), nullable=False, metadata={FIELD_ID: str(DELETE_FIELD_IDS[DELETE_POS]).encode()}),
 ])
 
 
@@ -161,9 +163,9 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         markers = _marked(source, changes)
         imaged = source.capture.old_images and not source.capture.reshaped and not markers
         images, positions, unchanged = _locate(changes, list(source.capture.key_columns), columns, *paths, markers,
-                                               imaged)
+                                               imaged=imaged)
         rows = _with_unchanged_values(changes.take(images), markers, unchanged)
-        removed = _old_images(source, changes, positions, shape) if imaged else None
+        removed = _old_images(source, changes, positions, shape) if imaged and len(positions) else None
     merged = LocalMirrorOutput(rows.select(shape.names).cast(shape), _deletes(source, positions, removed),
                                "merge-on-read")
     return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
@@ -171,7 +173,7 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
 
 def _locate(
     changes: pa.Table, key: list[str], columns: FileColumns, data: tuple[str, ...], deletes: tuple[str, ...],
-    markers: list[str], imaged: bool = False,
+    markers: list[str], *, imaged: bool,
 ) -> tuple[pa.Array, pa.Table, pa.Table | None]:
     """The changelog positions of the new images, the file names and row numbers of the previous
     rows to delete (``imaged``: with their key's first change, :func:`.merge_queries.first_changes_query`),
@@ -183,7 +185,9 @@ def _locate(
         connection.register("changes", ranked)
         _previous_files(connection, columns, data)
         images = connection.execute(images_query(key)).to_arrow_table()
-        carried = markers if markers else [] if imaged else None
+        carried: list[str] | None = None  # the previous rows' columns beside their position: their key, and these
+        if markers or imaged:
+            carried = markers
         positions = connection.execute(positions_query(key, bool(deletes), carried),
                                        [list(deletes)] if deletes else []).to_arrow_table()
         if imaged:
@@ -198,14 +202,23 @@ def _locate(
 
 
 def _old_images(source: MirrorInput, changes: pa.Table, positions: pa.Table, shape: pa.Schema) -> pa.Table | None:
-    """The deleted previous rows' values, in ``positions``' order: their key's first change in the
-    run, a delete of the whole old row (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`);
-    ``None`` when some key's first change is not a delete (then no delete of the run carries rows)."""
-    if not pc.all(positions["deleted"]).as_py():
-        logger.info("group=%s member=%s: position deletes without row images: a changed key's first change is not "
-                    "a delete of its old row", source.group, source.member.name)
+    """The deleted previous rows' values, in ``positions``' order, with the mirror's field ids:
+    their key's first change in the run, a delete of the whole old row
+    (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`); ``None`` when some
+    key's first change is not a delete, or a column has no field id in the last cut (then no
+    delete of the run carries rows)."""
+    ids = source.capture.field_ids
+    why = ("a changed key's first change is not a delete of its old row" if not pc.all(positions["deleted"]).as_py()
+           else "a column has no field id in the last cut" if any(name not in ids for name in shape.names) else "")
+    if why:
+        logger.info("group=%s member=%s: position deletes without rows: %s", source.group, source.member.name, why)
         return None
-    return changes.take(_column(positions, ROW)).select(shape.names).cast(shape)
+    return changes.take(_column(positions, ROW)).select(shape.names).cast(identified(shape, ids))
+
+
+def identified(shape: pa.Schema, ids: Mapping[str, int]) -> pa.Schema:
+    """``shape`` with each field's Iceberg field id (``ids``, by name) as its :data:`FIELD_ID` metadata."""
+    return pa.schema([field.with_metadata({FIELD_ID: str(ids[field.name]).encode()}) for field in shape])
 
 
 def _marked(source: MirrorInput, changes: pa.Table) -> list[str]:
@@ -350,7 +363,7 @@ def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns,
     connection.execute(f"CREATE TEMP VIEW previous_files AS SELECT {', '.join(selected)}, {FILE}, {POS} FROM {scan}")
 
 
-def _deletes(source: MirrorInput, positions: pa.Table, images: pa.Table | None = None) -> pa.Table | None:
+def _deletes(source: MirrorInput, positions: pa.Table, images: pa.Table | None) -> pa.Table | None:
     """Position-delete rows naming the previous data files by their URIs (staging sorts them), with
     the deleted rows' ``images`` (same order) when given."""
     if not len(positions):
@@ -360,17 +373,16 @@ def _deletes(source: MirrorInput, positions: pa.Table, images: pa.Table | None =
     return position_deletes(paths, _column(positions, "pos").cast(pa.int64()), images)
 
 
-def position_deletes(paths: pa.Array, positions: pa.Array, images: pa.Table | None = None) -> pa.Table:
+def position_deletes(paths: pa.Array, positions: pa.Array, images: pa.Table | None) -> pa.Table:
     """Iceberg position-delete rows: ``paths`` (data file URIs) and ``positions`` (row numbers) and,
     when given, the ``row`` column of the deleted rows' values (``images``, one row each, in the
-    mirror's columns at W; named, without field ids, as the mirror's data files are)."""
+    mirror's columns at W, each field carrying its Iceberg field id as :data:`FIELD_ID` metadata)."""
     deletes = pa.Table.from_arrays([paths, positions], schema=DELETE_SCHEMA)
     if images is None:
         return deletes
     values = pa.StructArray.from_arrays([_column(images, name) for name in images.column_names],
                                         fields=list(images.schema))
-    row = pa.field(DELETE_ROW, values.type, nullable=False,
-                   metadata={b"PARQUET:field_id": str(DELETE_ROW_FIELD_ID).encode()})
+    row = pa.field(DELETE_ROW, values.type, nullable=False, metadata={FIELD_ID: str(DELETE_ROW_FIELD_ID).encode()})
     return deletes.append_column(row, values)
 
 

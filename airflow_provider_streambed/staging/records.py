@@ -20,6 +20,8 @@ from airflow_provider_streambed.lsn import Lsn
 DELETE_FILE_PATH, DELETE_POS, DELETE_ROW = "file_path", "pos", "row"
 DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
 DELETE_ROW_FIELD_ID = 2147483544
+#: The Arrow field metadata key under which Parquet files keep a column's (Iceberg) field id.
+FIELD_ID = b"PARQUET:field_id"
 
 
 def row_identity(key_columns: tuple[str, ...], keyless: bool) -> str:
@@ -64,9 +66,11 @@ class TableCapture:
         reshaped: the table's columns differ from its mirror's in the last cut (dropped, renamed,
             added, widened): the cut evolves the mirror's schema even without a change of its rows.
         old_images: every update and delete in ``files`` carries the row's whole old image
-            (``REPLICA IDENTITY FULL``): a keyed table's update is written as a delete of its old
-            image followed by its new image, so the first change of a key in a run holds the row
-            the previous cut has.
+            (``REPLICA IDENTITY FULL`` on a plain table): a keyed table's update is written as a
+            delete of its old image followed by its new image, so the first change in a run of a
+            key the previous cut holds is a delete of that row.
+        field_ids: each column's Iceberg field id in the mirror's last cut, by name (empty: no
+            cut yet); the position deletes' rows carry them.
     """
 
     member: str
@@ -86,6 +90,7 @@ class TableCapture:
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reshaped: bool = False
     old_images: bool = False
+    field_ids: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> bool:

@@ -86,8 +86,8 @@ def stage_delta(warehouse: str, group: str, run_key: str, watermark: Lsn, member
                 deleted: list[tuple[str, int]], base_snapshot_id: int | None = None,
                 images: pa.Table | None = None) -> MemberManifest:
     """Stage a merge-on-read output: ``added`` rows, and position deletes (published file URI, row
-    position, with the deleted rows' ``images`` when given) over the member's previous snapshot
-    (``base_snapshot_id``), as the mirror refresh writes them."""
+    position, with the deleted rows' ``images``, their fields carrying field ids, when given) over
+    the member's previous snapshot (``base_snapshot_id``), as the mirror refresh writes them."""
     root = staging_root(warehouse, group, run_key)
     data_dir = join(member_dir(root, member), "data")
     filesystem, path = fs.FileSystem.from_uri(data_dir)

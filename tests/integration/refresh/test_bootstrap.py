@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import logging
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,10 @@ from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.job import run_job
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.steps import last_cut_mirrors
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.bank import check_cut
+from tests.integration.refresh.deletes import delete_files_with_images
 
 pytestmark = pytest.mark.slow
 Conn = psycopg.Connection[Any]
@@ -50,10 +53,13 @@ def catalog(sqlite_catalog_uri: str, tmp_path: Path) -> SqlCatalog:
 
 def one_run(conn: Conn, group: RefreshGroup, catalog: SqlCatalog, spark: SparkSession, run_key: str,
             copy: CopyOptions | None = None) -> Cut:
-    """Capture, refresh (in this process's Spark) and publish one cut, then advance the slot."""
+    """Capture (comparing with the last cut, as the capture step does), refresh (in this process's
+    Spark) and publish one cut, then advance the slot."""
     ledger = Ledger(catalog.engine)
+    ledger.create()
+    previous = last_cut_mirrors(catalog, group, ledger.last_cut(group.name))
     captured = capture_run(conn, group, ledger, run_key, catalog.properties["warehouse"],
-                           CaptureSettings(copy=copy or CopyOptions()))
+                           CaptureSettings(copy=copy or CopyOptions()), previous)
     assert isinstance(captured, CaptureResult)
     spec = build_job_spec(group, catalog, ledger, captured.manifest_uri, run_key, "none")
     run_job(spark, spec)
@@ -176,6 +182,7 @@ def test_every_type_lands_the_same_through_the_copy_and_through_the_wal(
         _typed_rows(conn)
         copied = one_run(conn, group, catalog, spark, "r1")
         conn.execute("SET DateStyle = 'German, DMY'")
+        conn.execute("ALTER TABLE typed REPLICA IDENTITY FULL")  # the old rows come too, in the deletes' rows
         conn.execute("UPDATE typed SET touched = 1")  # every row comes back through pgoutput
         decoded = one_run(conn, group, catalog, spark, "r2")
     first_files = plan_snapshot_files(copied.table("typed"), copied.member("typed").snapshot_id)
@@ -192,6 +199,10 @@ def test_every_type_lands_the_same_through_the_copy_and_through_the_wal(
     ]
     assert not differences, differences
     assert second.column("touched").to_pylist() == [1, 1, 1]
+    # the old rows as the WAL gives them, kept in the position deletes, are the copied rows exactly
+    assert delete_files_with_images(decoded, "typed") == Counter({True: 1})
+    removed = decoded.changes_since(copied)["typed"].removed
+    assert removed.schema == first.schema and _normal(removed) == _normal(first)
     row = _normal(first)[0]
     assert row["c_date"] == dt.date.max and row["c_ts"] == dt.datetime.min
     assert _normal(first)[1]["c_date"] == dt.date.min and _normal(first)[1]["c_tstz"] == dt.datetime.min.replace(

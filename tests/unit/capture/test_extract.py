@@ -60,9 +60,10 @@ def builtin_types(where: str, columns: Iterable[tuple[str, int, int]]) -> tuple[
     return tuple(PgType.builtin(oid, modifier) for _, oid, modifier in columns)
 
 
-def stream(tmp_path: Path, start: int = 100, watermark: int = 1000, copy: CopyFilter | None = None) -> ChangeStream:
+def stream(tmp_path: Path, start: int = 100, watermark: int = 1000, copy: CopyFilter | None = None,
+           storage: str = "") -> ChangeStream:
     types = builtin_types("t", ((c.name, c.type_oid, c.type_modifier) for c in LAYOUT))
-    table = SourceTable("t", "public.t", OID, LAYOUT, ("id",), types)
+    table = SourceTable("t", "public.t", OID, LAYOUT, ("id",), types, storage=storage)
     log = TableLog("t", (tmp_path / "t").as_uri(), LAYOUT, types, batch_rows=2)
     copies = {} if copy is None else {"t": copy}
     return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark), builtin_types, copies)
@@ -136,6 +137,16 @@ def test_full_identity_writes_each_update_as_a_delete_of_its_old_row_then_its_ne
         (1, "old", 0, "D"), (1, "new", 1, "U"), (1, "new", 2, "D")
     ]
     assert changes.without_old_images == set()
+
+
+def test_a_partitioned_tables_old_rows_are_not_taken_as_whole(tmp_path: Path) -> None:
+    """Marked whole (``O``) by the partitioned table's identity, an old row may hold the key only
+    (its partition's identity): no delete of it, no unchanged-TOAST value taken from it."""
+    changes = stream(tmp_path, storage="16500:16500,16501:16501")
+    key_only = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", None) + b"N" + tup(b"1", "u")
+    feed(changes, begin(200, 9), relation(*LAYOUT), key_only, commit(200))
+    assert [(r["id"], r["body"], r["_toast_body"], r["_op"]) for r in rows(changes)] == [(1, None, True, "U")]
+    assert changes.without_old_images == {"t"}
 
 
 def test_a_change_without_its_old_row_marks_the_member(tmp_path: Path) -> None:
