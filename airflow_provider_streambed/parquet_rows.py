@@ -70,13 +70,18 @@ def row_images(deletes: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(values.flatten(), schema=pa.schema(values.type.fields))
 
 
+def row_groups_of(metadata: pq.FileMetaData, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row group holding each of ``positions`` (sorted) in a file of ``metadata``, and each
+    row group's first position."""
+    sizes = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
+    starts = np.cumsum(sizes) - sizes
+    return np.searchsorted(starts, positions, side="right") - 1, starts
+
+
 def rows_at_positions(parquet: pq.ParquetFile, positions: np.ndarray, columns: list[str] | None = None) -> pa.Table:
     """The rows of ``parquet`` at ``positions`` (sorted), as stored (its ``columns`` only, when
     given), from the row groups holding them."""
-    metadata = parquet.metadata
-    sizes = np.array([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)])
-    starts = np.cumsum(sizes) - sizes
-    group_of = np.searchsorted(starts, positions, side="right") - 1
+    group_of, starts = row_groups_of(parquet.metadata, positions)
     parts = [
         parquet.read_row_group(int(group), columns=columns).take(
             pa.array(positions[group_of == group] - starts[group], pa.int64()))

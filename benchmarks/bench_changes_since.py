@@ -8,9 +8,9 @@ refresh publishes it. Timed side by side, median of ``--repeats``:
 - ``cut2.changes_since(cut1)`` (the removed and added rows as Arrow, net);
 - a full read of the table at cut 2 (``cut2.to_arrow``: pyiceberg, deletes applied);
 
-for updates of keys drawn at random from the whole table, of keys drawn from its newest 1 %
-(hot rows, the common OLTP shape), and of random keys whose position deletes carry the deleted
-rows (Iceberg's ``row`` column, written by the in-process merge's own writer, as it does under
+for updates of keys drawn at random from the whole table and of keys drawn from its newest 1 %
+(hot rows, the common OLTP shape), each with position deletes that carry the deleted rows and
+without (Iceberg's ``row`` column, written by the in-process merge's own writer, as it does under
 ``REPLICA IDENTITY FULL``). Goal: the feed takes <= 5 % of the full read. The feed reads the
 added files whole and, for the removed rows, the delete file's rows when it has them, otherwise
 the row groups of the older files that hold them (Parquet gives no cheaper way to a row than its
@@ -117,7 +117,7 @@ def main() -> None:
               f"(median of {args.repeats}; load {os.getloadavg()[0]:.1f})")
         print(f"{'updates':>32} {'changed':>8} {'full read s':>12} {'changes_since s':>16} {'/ full':>8} {'goal':>6}")
         shapes = {"random keys": (False, False), "hot (newest 1 % of keys)": (True, False),
-                  "random keys, rows in deletes": (False, True)}
+                  "random keys, rows in deletes": (False, True), "hot, rows in deletes": (True, True)}
         for run, (label, (hot, images)) in enumerate(shapes.items()):
             earlier, later = publish_updates(props, ledger, args.rows, hot, images, run)
             full = median_seconds(lambda: later.to_arrow("facts"), args.repeats)  # noqa: B023  # called at once

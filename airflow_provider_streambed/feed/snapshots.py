@@ -46,6 +46,7 @@ from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
     delete_rows,
     positions_by_file,
+    row_groups_of,
     row_images,
     rows_at_positions,
 )
@@ -115,13 +116,16 @@ def _extract(rows: pa.Table, like: DataFile, directory: Path) -> DataFile:
     return extract
 
 
-def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: Path) -> DataFile:
+def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: Path) -> tuple[DataFile, bool]:
     """An extract (:func:`_extract`) of ``data_file``'s rows at ``positions`` (sorted), as stored
     (its physical columns and field ids), read one row group at a time from the row groups that
-    hold them only."""
+    hold them only; and whether that was every row group of a file of more than one."""
     with io.new_input(data_file.file_path).open() as stream:
-        rows = rows_at_positions(pq.ParquetFile(stream), positions)
-    return _extract(rows, data_file, directory)
+        parquet = pq.ParquetFile(stream)
+        rows = rows_at_positions(parquet, positions)
+        groups = parquet.metadata.num_row_groups
+        whole = groups > 1 and len(np.unique(row_groups_of(parquet.metadata, positions)[0])) == groups
+    return _extract(rows, data_file, directory), whole
 
 
 def _delete_rows(io: FileIO, delete: DataFile) -> pa.Table:
@@ -160,12 +164,17 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
                               f"snapshot lists: {sorted(missing)[:3]}")
     files = [listed[path] for path in wanted]
     with tempfile.TemporaryDirectory(prefix="streambed-feed-") as directory, ThreadPoolExecutor(READ_THREADS) as pool:
-        extracts = list(pool.map(lambda data_file: _rows_at(table.io, data_file, wanted[data_file.file_path],
-                                                            Path(directory)), files))
+        taken = list(pool.map(lambda data_file: _rows_at(table.io, data_file, wanted[data_file.file_path],
+                                                         Path(directory)), files))
+        extracts = [extract for extract, _ in taken]
         extracts += [_extract(row_images(rows), delete, Path(directory)) for delete, rows in imaged]
         rows = _scan(table, schema).to_table([FileScanTask(extract) for extract in extracts])
-    logger.debug("table=%s: %d removed rows read from %d data files and %d delete files' row images", table.name(),
+    logger.debug("table=%s: %d removed rows read from %d data files and %d delete files' rows", table.name(),
                  rows.num_rows, len(files), len(imaged))
+    if whole := sum(1 for _, every in taken if every):
+        logger.info("table=%s: the removed rows took every row group of %d of the %d data files they were read from "
+                    "(changes spread over the table): with REPLICA IDENTITY FULL on its source table, the "
+                    "deletes carry the removed rows", ".".join(table.name()), whole, len(files))
     return rows
 
 
