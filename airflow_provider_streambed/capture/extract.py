@@ -20,12 +20,15 @@ delete, where the change feed reads removed rows
 (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`, recorded per member when
 every update and delete carried its old row).
 
-Unchanged-TOAST values are taken from the old row when a plain table has ``REPLICA IDENTITY
-FULL`` (PostgreSQL logs it detoasted); otherwise they stay marked (see :mod:`.changelog`), and a
-key change with an unchanged TOASTed value cannot be resolved by the merge: give such tables
-``REPLICA IDENTITY FULL``. A partitioned table's old rows are never taken as whole: PostgreSQL
-marks them whole (``O``) by the partitioned table's identity, but logs them by the partition's,
-which ``ALTER TABLE ... REPLICA IDENTITY`` on the partitioned table does not change.
+Unchanged-TOAST values are taken from the old row when the table has ``REPLICA IDENTITY FULL``
+(PostgreSQL logs it detoasted); otherwise they stay marked (see :mod:`.changelog`), and a key
+change with an unchanged TOASTed value cannot be resolved by the merge: give such tables
+``REPLICA IDENTITY FULL``. PostgreSQL marks a partitioned table's old rows whole (``O``) by the
+partitioned table's identity but logs them by the partition's, which ``ALTER TABLE ... REPLICA
+IDENTITY`` on the partitioned table does not change: they are taken as whole only when every
+partition is FULL (:attr:`.source.SourceTable.leaves_full`, read when the run begins), and a
+partitioned table's deletes carry no rows (a partition's identity may have changed during the
+run, unseen).
 
 The changes of a member added this run whose copy already holds their transaction (by Begin's
 xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and counted.
@@ -116,7 +119,8 @@ class _Target:
     read_new: Callable[[bytes, int], list[Value]]
     keyless: bool = False
     copy: CopyFilter | None = None  # a member added this run: drops what its copy holds
-    partitioned: bool = False  # its old rows marked whole (``O``) may hold the key only: not trusted
+    partitioned: bool = False  # rows in deletes: plain tables only (a partition's identity may change unseen)
+    whole_rows: bool = True  # an old row marked whole (``O``) is whole: a plain table, or every partition FULL
 
 
 @dataclass
@@ -170,7 +174,7 @@ class ChangeStream:
                 self._update(target, data)
         elif tag == _DELETE:
             if (target := self._row_target(data)) is not None:
-                if data[5] != _OLD and target.keyless:
+                if target.keyless and (data[5] != _OLD or not target.whole_rows):
                     raise self._not_full(target)
                 if data[5] != _OLD or target.partitioned:
                     self.without_old_images.add(target.member)
@@ -230,7 +234,8 @@ class ChangeStream:
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
         self._targets[relation.oid] = _Target(member, log, keys, tuple_reader(len(names)), table.keyless,
-                                              self.copies.get(member), partitioned=bool(table.storage))
+                                              self.copies.get(member), partitioned=bool(table.storage),
+                                              whole_rows=table.leaves_full)
 
     @staticmethod
     def _dropped(target: _Target) -> bool:
@@ -244,8 +249,7 @@ class ChangeStream:
     def _update(self, target: _Target, data: bytes) -> None:
         update = decode_update(data)
         new, old = update.new, update.old
-        trusted = update.old_kind == "O" and (target.keyless or not target.partitioned)
-        whole = old if trusted else None  # the whole old row, when it is one
+        whole = old if update.old_kind == "O" and target.whole_rows else None  # the whole old row, when it is one
         if whole is not None and UNCHANGED_TOAST in new:
             new = [whole[i] if value is UNCHANGED_TOAST else value for i, value in enumerate(new)]
         if target.keyless:  # one row of the multiset leaves (its old image) and one comes
@@ -255,7 +259,7 @@ class ChangeStream:
                 self._add(target, OP_DELETE, whole)
                 self._add(target, OP_UPDATE, new)
             return
-        if whole is not None and UNCHANGED_TOAST not in whole:
+        if whole is not None and UNCHANGED_TOAST not in whole and not target.partitioned:
             self._add(target, OP_DELETE, whole)  # the whole old row: a key change's delete too
         else:
             self.without_old_images.add(target.member)
@@ -269,9 +273,10 @@ class ChangeStream:
     def _not_full(self, target: _Target) -> SchemaChangeError:
         """The error for a keyless table's change without its whole old row."""
         return SchemaChangeError(
-            f"{target.log.where}: a change carries no old row image, so the replica identity of this table without "
-            "a primary key is no longer FULL; a keyless mirror needs every old image: ALTER TABLE ... REPLICA "
-            f"IDENTITY FULL, then {resync_member_fix(self.group, target.member)}"
+            f"{target.log.where}: a change carries no whole old row, so the replica identity of this table without "
+            "a primary key (or of one of its partitions) is no longer FULL; a keyless mirror needs every old image: "
+            f"ALTER TABLE ... REPLICA IDENTITY FULL (on every partition), then "
+            f"{resync_member_fix(self.group, target.member)}"
         )
 
     def finish(self) -> None:

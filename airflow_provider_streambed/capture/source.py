@@ -34,6 +34,13 @@ logger = logging.getLogger(__name__)
 _STORAGE = """CASE WHEN c.relkind = 'p' THEN (SELECT string_agg(p.oid || ':' || p.relfilenode, ',' ORDER BY p.oid)
           FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf) END"""
 
+#: Whether every leaf partition of a partitioned table (of ``pg_class c``) has ``REPLICA IDENTITY
+#: FULL``; null for a plain table. PostgreSQL marks an old row whole (``O``) by the partitioned
+#: table's identity but logs it by its partition's, which ``ALTER TABLE ... REPLICA IDENTITY`` on
+#: the partitioned table does not change.
+_LEAVES_FULL = """CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(bool_and(p.relreplident = 'f'), true)
+          FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf) END"""
+
 _TABLE_QUERY = """
 SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
@@ -59,7 +66,8 @@ SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
            AND (a.atthasmissing OR a.atthasdef)) AS filled,
        current_user::text,
-       """ + _STORAGE + """ AS storage
+       """ + _STORAGE + """ AS storage,
+       """ + _LEAVES_FULL + """ AS leaves_full
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
 """
@@ -89,6 +97,8 @@ class SourceTable:
             attached, detached, dropped, truncated or rewritten changes it); empty for a plain table.
         attnums: each column's ``pg_attribute.attnum``, in layout order: a column's identity,
             which a rename keeps.
+        leaves_full: every leaf partition of a partitioned table has ``REPLICA IDENTITY FULL``
+            (true for a plain table): only then are its old rows marked whole (``O``) whole.
     """
 
     member: str
@@ -101,6 +111,7 @@ class SourceTable:
     keyless: bool = False
     storage: str = ""
     attnums: tuple[int, ...] = ()
+    leaves_full: bool = True
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -165,7 +176,7 @@ def describe_table(
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
     (oid, identity, persistence, names, types, modifiers, attnums, primary_key, deferrable, identity_index, unreadable,
-     filled, role, storage) = row
+     filled, role, storage, leaves_full) = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -215,7 +226,7 @@ def describe_table(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
     return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless,
-                       storage or "", tuple(attnums or ()))
+                       storage or "", tuple(attnums or ()), leaves_full is not False)
 
 
 def table_storage(conn: psycopg.Connection[Any], oid: int) -> str:

@@ -171,10 +171,11 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
         rows = _scan(table, schema).to_table([FileScanTask(extract) for extract in extracts])
     logger.debug("table=%s: %d removed rows read from %d data files and %d delete files' rows", table.name(),
                  rows.num_rows, len(files), len(imaged))
-    if whole := sum(1 for _, every in taken if every):
+    if read_whole := sum(1 for _, every in taken if every):
         logger.info("table=%s: the removed rows took every row group of %d of the %d data files they were read from "
-                    "(changes spread over the table): with REPLICA IDENTITY FULL on its source table, the "
-                    "deletes carry the removed rows", ".".join(table.name()), whole, len(files))
+                    "(changes spread over the table); the deletes carry the removed rows when the in-process merge "
+                    "writes them for a plain keyed source table with REPLICA IDENTITY FULL (docs: limitations, the "
+                    "change feed)", ".".join(table.name()), read_whole, len(files))
     return rows
 
 

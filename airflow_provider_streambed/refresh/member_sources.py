@@ -14,6 +14,7 @@ resync) or whose columns changed gives no such facts (:func:`whole_reason`). Imp
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
@@ -30,14 +32,24 @@ from airflow_provider_streambed.member_declarations import Member
 from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
     delete_rows,
-    read_positions,
+    positions_by_file,
     row_images,
     rows_at_positions,
 )
-from airflow_provider_streambed.staging import DELETE_ROW, JobSpec, MemberManifest, SnapshotFiles, TableCapture
+from airflow_provider_streambed.staging import (
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    DELETE_ROW,
+    JobSpec,
+    MemberManifest,
+    SnapshotFiles,
+    TableCapture,
+)
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
 from airflow_provider_streambed.staging.members import staged_manifest
+
+logger = logging.getLogger(__name__)
 
 #: Spark configuration: ``false`` computes every incremental member whole (a full refresh of them).
 INCREMENTAL_CONF = "spark.streambed.incrementalMembers"
@@ -92,7 +104,7 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
     the row groups that hold them (as ``columns`` when given; only the columns ``names``, when
     given), never a whole table (from the delete files alone when they carry the rows); ``None``
     when there are none."""
-    return _removed(previous.data, delete_files, None, columns, names) if delete_files else None
+    return _removed(previous.data, _read_deletes(delete_files), columns, names) if delete_files else None
 
 
 def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
@@ -100,7 +112,7 @@ def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
     """The rows of ``snapshot``'s data files that its delete files leave, read whole in this
     process (as ``columns`` when given; only the columns ``names``, when given); ``None`` when it
     has no data files."""
-    return _live(snapshot.data, _deleted(snapshot.deletes), columns, names)
+    return _live(snapshot.data, _positions(_read_deletes(snapshot.deletes)), columns, names)
 
 
 def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[pa.Table | None, pa.Table | None]:
@@ -109,19 +121,19 @@ def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[p
     once), with its columns ``names`` (default all); ``None`` for a side without files."""
     staged = source.staged
     assert staged is not None
-    deleted = _deleted(staged.delete_files)
-    return (_removed(source.previous.data, staged.delete_files, deleted, source.columns, names),
-            _live(staged.files, deleted, source.columns, names))
+    deletes = _read_deletes(staged.delete_files)
+    return (_removed(source.previous.data, deletes, source.columns, names),
+            _live(staged.files, _positions(deletes), source.columns, names))
 
 
-def _removed(data: tuple[str, ...], delete_files: tuple[str, ...], deleted: Mapping[str, pa.Array] | None,
-             columns: FileColumns | None, names: list[str] | None) -> pa.Table | None:
-    """The rows of the data files ``data`` that ``delete_files`` name: the rows the delete files
-    carry when every one does, else read at the positions ``deleted`` names (by file name; read
-    from ``delete_files`` when ``None``)."""
-    if delete_files and (images := _images(delete_files, columns, names)) is not None:
-        return images
-    deleted = _deleted(delete_files) if deleted is None else deleted
+def _removed(data: tuple[str, ...], deletes: list[pa.Table], columns: FileColumns | None,
+             names: list[str] | None) -> pa.Table | None:
+    """The rows of the data files ``data`` that the position-delete rows ``deletes`` name: the
+    rows they carry when every delete file does (:func:`_images`), else read from the row groups
+    that hold them."""
+    if deletes and all(DELETE_ROW in rows.column_names for rows in deletes):
+        return _images(data, deletes, columns, names)
+    deleted = _positions(deletes)
 
     def at_positions(name: str, parquet: pq.ParquetFile, stored: list[str] | None) -> pa.Table:
         return rows_at_positions(parquet, deleted[name].to_numpy(), stored)
@@ -131,18 +143,20 @@ def _removed(data: tuple[str, ...], delete_files: tuple[str, ...], deleted: Mapp
     return _read_files(named, columns, names)
 
 
-def _images(delete_files: tuple[str, ...], columns: FileColumns | None, names: list[str] | None) -> pa.Table | None:
-    """The deleted rows the ``delete_files`` carry (their ``row`` column), as ``columns`` when
-    given, only the columns ``names`` when given; ``None`` unless every one of them carries them."""
-    def read(uri: str) -> pa.Table:
-        with storage.open_input(uri) as stream:
-            return delete_rows(pq.ParquetFile(stream))
+def _images(data: tuple[str, ...], deletes: list[pa.Table], columns: FileColumns | None,
+            names: list[str] | None) -> pa.Table:
+    """The deleted rows the position-delete rows ``deletes`` carry (their ``row`` column), as
+    ``columns`` when given, only the columns ``names`` when given.
 
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        parts = list(pool.map(read, delete_files))
-    if any(DELETE_ROW not in part.column_names for part in parts):
-        return None
-    rows = pa.concat_tables([row_images(part) for part in parts])
+    Raises:
+        RefreshError: a row names a file that ``data`` (the previous snapshot's) does not list.
+    """
+    named = {path.rsplit("/", 1)[-1] for rows in deletes for path in pc.unique(rows[DELETE_FILE_PATH]).to_pylist()}
+    if stray := named - set(file_names(data)):
+        raise RefreshError(f"position deletes carry rows of data files the previous snapshot does not list: "
+                           f"{sorted(stray)[:3]}")
+    rows = pa.concat_tables([row_images(part) for part in deletes])
+    logger.debug("%d removed rows taken from %d delete files' rows", rows.num_rows, len(deletes))
     rows = rows if columns is None else columns.conform(rows)
     return rows if names is None else rows.select(names)
 
@@ -160,9 +174,22 @@ def _live(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileC
     return _read_files(named, columns, names)
 
 
-def _deleted(delete_files: tuple[str, ...]) -> dict[str, pa.Array]:
-    """The positions ``delete_files`` name, by data file name."""
-    return {path.rsplit("/", 1)[-1]: found for path, found in read_positions(delete_files, storage.open_input).items()}
+def _read_deletes(delete_files: tuple[str, ...]) -> list[pa.Table]:
+    """Each of ``delete_files``' rows (:func:`.parquet_rows.delete_rows`), read in threads."""
+    def read(uri: str) -> pa.Table:
+        with storage.open_input(uri) as stream:
+            return delete_rows(pq.ParquetFile(stream))
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        return list(pool.map(read, delete_files))
+
+
+def _positions(deletes: list[pa.Table]) -> dict[str, pa.Array]:
+    """The positions the position-delete rows ``deletes`` name, by data file name (sorted, distinct)."""
+    if not deletes:
+        return {}
+    pairs = pa.concat_tables([rows.select([DELETE_FILE_PATH, DELETE_POS]) for rows in deletes])
+    return {path.rsplit("/", 1)[-1]: found for path, found in positions_by_file(pairs).items()}
 
 
 #: Reads the rows it takes from a Parquet file, given the stored columns to read (``None``: all).

@@ -161,7 +161,7 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
     else:
         markers = _marked(source, changes)
-        imaged = source.capture.old_images and not source.capture.reshaped and not markers
+        imaged = source.capture.old_images and not source.capture.reshaped and not markers and not source.rewrite
         images, positions, unchanged = _locate(changes, list(source.capture.key_columns), columns, *paths, markers,
                                                imaged=imaged)
         rows = _with_unchanged_values(changes.take(images), markers, unchanged)
@@ -185,9 +185,7 @@ def _locate(
         connection.register("changes", ranked)
         _previous_files(connection, columns, data)
         images = connection.execute(images_query(key)).to_arrow_table()
-        carried: list[str] | None = None  # the previous rows' columns beside their position: their key, and these
-        if markers or imaged:
-            carried = markers
+        carried = markers if markers or imaged else None  # columns beside the positions: the key, and these
         positions = connection.execute(positions_query(key, bool(deletes), carried),
                                        [list(deletes)] if deletes else []).to_arrow_table()
         if imaged:
@@ -208,6 +206,8 @@ def _old_images(source: MirrorInput, changes: pa.Table, positions: pa.Table, sha
     key's first change is not a delete, or a column has no field id in the last cut (then no
     delete of the run carries rows)."""
     ids = source.capture.field_ids
+    if not ids:  # a first cut: its schema assigns the field ids
+        return None
     why = ("a changed key's first change is not a delete of its old row" if not pc.all(positions["deleted"]).as_py()
            else "a column has no field id in the last cut" if any(name not in ids for name in shape.names) else "")
     if why:

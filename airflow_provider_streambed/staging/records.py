@@ -65,8 +65,8 @@ class TableCapture:
             by its name now: the merges read a column under any of its names.
         reshaped: the table's columns differ from its mirror's in the last cut (dropped, renamed,
             added, widened): the cut evolves the mirror's schema even without a change of its rows.
-        old_images: every update and delete in ``files`` carries the row's whole old image
-            (``REPLICA IDENTITY FULL`` on a plain table): a keyed table's update is written as a
+        old_images: (a keyed table) every update and delete in ``files`` carries the row's whole
+            old image (``REPLICA IDENTITY FULL`` on a plain table): an update is written as a
             delete of its old image followed by its new image, so the first change in a run of a
             key the previous cut holds is a delete of that row.
         field_ids: each column's Iceberg field id in the mirror's last cut, by name (empty: no

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import logging
 import random
 from collections import Counter
 from pathlib import Path
@@ -29,6 +30,7 @@ from airflow_provider_streambed import Mirror, RefreshGroup
 from airflow_provider_streambed.cli import main
 from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.exceptions import ChangeFeedError, CutExpiredError
+from airflow_provider_streambed.feed import snapshots
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
 from tests.integration.refresh.deletes import delete_files_with_images
@@ -70,7 +72,8 @@ def _check_arrow_reads(cuts: list[Cut]) -> None:
 
 
 def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, sqlite_catalog_uri: str,
-                                                                   tmp_path: Path, spark: SparkSession) -> None:
+                                                                   tmp_path: Path, spark: SparkSession,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
     properties = {"uri": sqlite_catalog_uri, "warehouse": (tmp_path / "warehouse").as_uri()}
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(SCHEMA)
@@ -91,6 +94,9 @@ def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, s
     assert delete_files_with_images(cuts[2], "accounts") == Counter({False: 1, True: 1})
     # after the compaction (run 3): run 4 added a column (its deletes carry no rows), run 5 did not
     assert delete_files_with_images(cuts[5], "accounts") == Counter({False: 1, True: 1})
+    with caplog.at_level(logging.DEBUG, logger=snapshots.__name__):  # run 2's removed rows: from its deletes alone
+        cuts[2].changes_since(cuts[1])
+    assert "rows read from 0 data files and 1 delete files' rows" in caplog.text
     methods: Counter[tuple[str, str]] = Counter()
     for i, earlier in enumerate(cuts):
         for later in cuts[i:]:

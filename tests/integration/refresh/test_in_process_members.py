@@ -22,6 +22,7 @@ import pytest
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh import member_sources
 from airflow_provider_streambed.refresh.member_sources import INCREMENTAL_CONF
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.refresh.deletes import delete_files_with_images
@@ -62,6 +63,7 @@ def test_a_group_of_a_mirror_and_a_member_the_worker_updates_starts_no_spark(
     pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG, logger=member_sources.__name__)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE facts (id int PRIMARY KEY, grp int, v numeric(12,2), k int)")
         conn.execute("INSERT INTO facts SELECT i, i % 3, (i % 7) * 0.5, NULLIF(i % 4, 0) "
@@ -83,6 +85,7 @@ def test_a_group_of_a_mirror_and_a_member_the_worker_updates_starts_no_spark(
         assert event_logs.applications() == 1, "a run of the mirror and the member updated in the worker started Spark"
         assert UPDATED_HERE.format(result.cut.watermark) in caplog.text
         assert _cut_stats(reader, result.cut.cut_id) == _postgres_stats(pg_dsn)
+        assert ("removed rows taken from 1 delete files' rows" in caplog.text) == (run == 1)
     assert delete_files_with_images(reader.get(result.cut.cut_id), "facts") == Counter({False: 1, True: 1})
 
     _write(pg_dsn, rng, 2000)

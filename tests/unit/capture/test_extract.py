@@ -16,7 +16,7 @@ from airflow_provider_streambed.capture.extract import ChangeStream
 from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.typemap import PgType
-from airflow_provider_streambed.exceptions import DecodeError
+from airflow_provider_streambed.exceptions import DecodeError, SchemaChangeError
 from airflow_provider_streambed.lsn import Lsn
 
 LAYOUT = (Column("id", 23, -1, True), Column("body", 25, -1, False))
@@ -61,9 +61,10 @@ def builtin_types(where: str, columns: Iterable[tuple[str, int, int]]) -> tuple[
 
 
 def stream(tmp_path: Path, start: int = 100, watermark: int = 1000, copy: CopyFilter | None = None,
-           storage: str = "") -> ChangeStream:
+           storage: str = "", leaves_full: bool = True, keyless: bool = False) -> ChangeStream:
     types = builtin_types("t", ((c.name, c.type_oid, c.type_modifier) for c in LAYOUT))
-    table = SourceTable("t", "public.t", OID, LAYOUT, ("id",), types, storage=storage)
+    table = SourceTable("t", "public.t", OID, LAYOUT, () if keyless else ("id",), types, keyless=keyless,
+                        storage=storage, leaves_full=leaves_full)
     log = TableLog("t", (tmp_path / "t").as_uri(), LAYOUT, types, batch_rows=2)
     copies = {} if copy is None else {"t": copy}
     return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark), builtin_types, copies)
@@ -139,14 +140,35 @@ def test_full_identity_writes_each_update_as_a_delete_of_its_old_row_then_its_ne
     assert changes.without_old_images == set()
 
 
-def test_a_partitioned_tables_old_rows_are_not_taken_as_whole(tmp_path: Path) -> None:
-    """Marked whole (``O``) by the partitioned table's identity, an old row may hold the key only
-    (its partition's identity): no delete of it, no unchanged-TOAST value taken from it."""
-    changes = stream(tmp_path, storage="16500:16500,16501:16501")
-    key_only = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", None) + b"N" + tup(b"1", "u")
-    feed(changes, begin(200, 9), relation(*LAYOUT), key_only, commit(200))
-    assert [(r["id"], r["body"], r["_toast_body"], r["_op"]) for r in rows(changes)] == [(1, None, True, "U")]
-    assert changes.without_old_images == {"t"}
+PARTITIONS = "16500:16500,16501:16501"
+
+
+def test_a_partitioned_tables_old_rows_are_whole_only_when_every_partition_is_full(tmp_path: Path) -> None:
+    """Marked whole (``O``) by the partitioned table's identity, an old row holds the key only when
+    its partition's identity is not FULL: then no unchanged-TOAST value is taken from it. Whole
+    or not, a partitioned table's deletes carry no rows (no delete of the old row is written)."""
+    update = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", None) + b"N" + tup(b"1", "u")
+    delete = b"D" + struct.pack(">I", OID) + b"O" + tup(b"2", b"old")
+    for leaves_full, body, marked in ((False, None, True), (True, None, False)):
+        for change in (update, delete):
+            changes = stream(tmp_path / f"{leaves_full}{change[:1].decode()}", storage=PARTITIONS,
+                             leaves_full=leaves_full)
+            feed(changes, begin(200, 9), relation(*LAYOUT), change, commit(200))
+            if change is update:
+                assert [(r["id"], r["body"], r["_toast_body"], r["_op"]) for r in rows(changes)] == [
+                    (1, body, marked, "U")]
+            assert changes.without_old_images == {"t"}
+    changes = stream(tmp_path / "whole", storage=PARTITIONS)
+    whole = b"U" + struct.pack(">I", OID) + b"O" + tup(b"1", b"long") + b"N" + tup(b"1", "u")
+    feed(changes, begin(200, 9), relation(*LAYOUT), whole, commit(200))
+    assert [(r["body"], r["_toast_body"], r["_op"]) for r in rows(changes)] == [("long", False, "U")]
+
+
+def test_a_keyless_partitioned_table_needs_every_partition_full(tmp_path: Path) -> None:
+    delete = b"D" + struct.pack(">I", OID) + b"O" + tup(b"2", None)
+    with pytest.raises(SchemaChangeError, match="or of one of its partitions"):
+        feed(stream(tmp_path, storage=PARTITIONS, leaves_full=False, keyless=True),
+             begin(200, 9), relation(*LAYOUT), delete, commit(200))
 
 
 def test_a_change_without_its_old_row_marks_the_member(tmp_path: Path) -> None:

@@ -136,3 +136,10 @@ def test_the_fail_policy_refuses_a_source_change_as_final_naming_the_command() -
     with pytest.raises(SchemaChangeError, match=expected) as refused:
         check_policy("g", "fail", {"a": "columns ['x'] were dropped or renamed"}, tables)
     assert is_final(refused.value)
+
+
+def test_a_last_cut_gives_each_column_its_field_id() -> None:
+    columns = pa.schema([pa.field("id", pa.int32(), metadata={b"PARQUET:field_id": b"1"}),
+                         pa.field("note", pa.large_string(), metadata={b"PARQUET:field_id": b"7"})])
+    assert LastCutMirror(columns).field_ids == {"id": 1, "note": 7}
+    assert LastCutMirror(pa.schema([("id", pa.int32())])).field_ids == {}
