@@ -21,6 +21,7 @@ each column under the name its file holds.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 import pyarrow.parquet as pq
 from pyarrow import fs
@@ -31,9 +32,16 @@ from pyspark.sql.types import StructField, StructType
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.staging import DELETE_FIELD_IDS, DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
+from airflow_provider_streambed.staging import (
+    DELETE_FIELD_IDS,
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    DELETE_ROW,
+    SnapshotFiles,
+)
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
+from airflow_provider_streambed.staging.records import DELETE_ROW_FIELD_ID
 
 #: Spark 4.2 reads Parquet ``TIME`` columns (PostgreSQL ``time``) only with this setting on.
 TIME_TYPE_CONF = "spark.sql.timeType.enabled"
@@ -41,6 +49,8 @@ TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 ROW_FILE, ROW_POS = "_row_file", "_row_pos"
 #: The column a scan with deletes joins on: :func:`row_key`.
 ROW_KEY = "_row_key"
+#: The Spark field metadata key its Parquet writer takes a field id from.
+FIELD_ID_KEY = "parquet.field.id"
 #: The columns of a position-delete file a scan reads (not the deleted rows some files carry).
 DELETE_READ_SCHEMA = f"{DELETE_FILE_PATH} string, {DELETE_POS} long"
 #: A row's position takes the low bits of :data:`ROW_KEY`; its file's ordinal the bits above.
@@ -48,13 +58,21 @@ POSITION_BITS = 40
 
 
 def with_field_ids(frame: DataFrame) -> DataFrame:
-    """``(file_path, pos)`` rows with the Iceberg field ids Spark writes into the Parquet schema."""
+    """``(file_path, pos)`` rows, and their ``row`` when ``frame`` has one (:func:`deleted_row`),
+    with the Iceberg field ids Spark writes into the Parquet schema."""
+    carried = [F.col(DELETE_ROW).alias(DELETE_ROW, metadata={FIELD_ID_KEY: DELETE_ROW_FIELD_ID})
+               ] if DELETE_ROW in frame.columns else []
     return frame.select(*[
         F.col(name).cast("string" if name == DELETE_FILE_PATH else "long").alias(
-            name, metadata={"parquet.field.id": field_id}
+            name, metadata={FIELD_ID_KEY: field_id}
         )
         for name, field_id in DELETE_FIELD_IDS.items()
-    ])
+    ], *carried)
+
+
+def deleted_row(columns: list[str], field_ids: Mapping[str, int]) -> Column:
+    """A position delete's ``row``: the ``columns`` of a deleted row, each with its Iceberg field id."""
+    return F.struct(*[F.col(name).alias(name, metadata={FIELD_ID_KEY: field_ids[name]}) for name in columns])
 
 
 class SnapshotScan:
@@ -112,12 +130,14 @@ class SnapshotScan:
         return held_column(self._columns, name)
 
     def deletes_of(self, rows: DataFrame) -> DataFrame:
-        """Position-delete rows (``file_path``, ``pos``, with field ids) for ``rows`` read with positions."""
+        """Position-delete rows (``file_path``, ``pos``, with field ids) for ``rows`` read with
+        positions, with their ``row`` when ``rows`` has one (:func:`deleted_row`)."""
         names = self._names or file_names(self.files.data)
         schema = f"{ROW_FILE} string NOT NULL, {DELETE_FILE_PATH} string NOT NULL"  # file_path is required
         paths = self.spark.createDataFrame(list(names.items()), schema)
-        located = rows.select(ROW_FILE, ROW_POS).join(F.broadcast(paths), ROW_FILE)
-        return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS)))
+        carried = [DELETE_ROW] if DELETE_ROW in rows.columns else []
+        located = rows.select(ROW_FILE, ROW_POS, *carried).join(F.broadcast(paths), ROW_FILE)
+        return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS), *carried))
 
 
 def row_key(names: list[str], sizes: tuple[int, ...] | None, probed: set[str]) -> Column:

@@ -10,7 +10,7 @@ refresh publishes it. Timed side by side, median of ``--repeats``:
 
 for updates of keys drawn at random from the whole table and of keys drawn from its newest 1 %
 (hot rows, the common OLTP shape), each with position deletes that carry the deleted rows and
-without (Iceberg's ``row`` column, written by the in-process merge's own writer, as it does under
+without (Iceberg's ``row`` column, written by the in-process merge's own writer, as the merges do under
 ``REPLICA IDENTITY FULL``). Goal: the feed takes <= 5 % of the full read. The feed reads the
 added files whole and, for the removed rows, the delete file's rows when it has them, otherwise
 the row groups of the older files that hold them (Parquet gives no cheaper way to a row than its

@@ -13,7 +13,8 @@ JVM start is in any figure:
   the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, the same refresh of the changes
   as captured under ``REPLICA IDENTITY FULL`` (each update after a delete of its old row: the
   position deletes then carry the deleted rows, for the change feed), and Spark's merge of the
-  same changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply);
+  same changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply),
+  of both;
 - bytes written per run as a fraction of the table's bytes;
 - the same refresh of a keyless copy of the table (merged as a multiset, whole-row identity) after
   0.1 % updates, beside the keyed figure (goal: <= 10 % of plain, the keyed goal 5 %);
@@ -100,7 +101,8 @@ def write_changelog(rows: int, fraction: float, lsn: int, path: Path, seed: int,
         .append_column("_op", pa.array(["U"] * size if old is None else ["D", "U"] * count, pa.string()))
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
-    return TableCapture("facts", "public.facts", COLUMNS, ("id",), (path.as_uri(),), size, old_images=old is not None)
+    return TableCapture("facts", "public.facts", COLUMNS, ("id",), (path.as_uri(),), size, old_images=old is not None,
+                        field_ids={name: number for number, name in enumerate(COLUMNS, 1)})  # as a cut numbers them
 
 
 def _rows_of(base: SnapshotFiles, ids: np.ndarray) -> pa.Table:
@@ -163,7 +165,7 @@ def bench_updates(
     table_bytes = size_of(base.data)
     print(f"\n### {'hot (newest 1 % of keys)' if hot else 'random'} updates")
     print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}  "
-          f"{'FULL identity s':>15} {'/ plain':>8}  {'Spark merge s':>13} {'/ plain':>8}")
+          f"{'FULL identity s':>15} {'/ plain':>8}  {'Spark merge s':>13} {'/ plain':>8}  {'Spark, FULL s':>13}")
     for index, (fraction, goal) in enumerate(GOALS.items()):
         lsn = 1000 * (index + 1)
         name = f"{'hot' if hot else 'random'}{index}"
@@ -177,10 +179,14 @@ def bench_updates(
         assert DELETE_ROW in pq.read_schema(timed[0][0].delete_files[0].removeprefix("file://")).names
         by_spark = statistics.median(refresh(spark, base, capture, work / f"spark-{name}-{repeat}", lsn,
                                              in_process=False)[1] for repeat in range(repeats))
+        timed = [refresh(spark, base, full, work / f"spark-full-{name}-{repeat}", lsn, in_process=False)
+                 for repeat in range(repeats)]
+        by_spark_full = statistics.median(seconds for _, seconds in timed)
+        assert DELETE_ROW in pq.read_schema(timed[0][0].delete_files[0].removeprefix("file://")).names
         written = size_of(manifest.files + manifest.delete_files) / table_bytes
         print(f"{fraction:>8.2%} {capture.changes:>9,} {seconds:>14.2f} {seconds / plain:>8.1%} {goal:>6.0%} "
               f"{written:>14.2%}  {with_rows:>15.2f} {with_rows / plain:>8.1%}  {by_spark:>13.2f} "
-              f"{by_spark / plain:>8.1%}")
+              f"{by_spark / plain:>8.1%}  {by_spark_full:>13.2f}")
 
 
 def bench_keyless(

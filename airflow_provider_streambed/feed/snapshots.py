@@ -6,8 +6,8 @@ still listed by the later one, the manifests listed only by the later one hold e
 snapshots in between added, whatever their number (even if some of them expired since): the new
 data files are rows added (less the rows the new deletes remove from them), the new position
 deletes that point into older data files are rows removed: read from the delete file's ``row``
-column when it carries the deleted rows' values (the in-process merge writes them under
-``REPLICA IDENTITY FULL``), otherwise from those data files at those positions only. A whole
+column when it carries the deleted rows' values (the merges write them under ``REPLICA
+IDENTITY FULL``), otherwise from those data files at those positions only. A whole
 rewrite in between (a compaction, a resync, a derived member's recompute) drops the earlier
 manifests or records deleted files; then :func:`snapshot_delta` says why it cannot walk, and the
 caller diffs the two snapshots' contents instead.
@@ -172,10 +172,10 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
     logger.debug("table=%s: %d removed rows read from %d data files and %d delete files' rows", table.name(),
                  rows.num_rows, len(files), len(imaged))
     if read_whole := sum(1 for _, every in taken if every):
-        logger.info("table=%s: the removed rows took every row group of %d of the %d data files they were read from "
-                    "(changes spread over the table); the deletes carry the removed rows when the in-process merge "
-                    "writes them for a plain keyed source table with REPLICA IDENTITY FULL (docs: limitations, the "
-                    "change feed)", ".".join(table.name()), read_whole, len(files))
+        logger.info("table=%s: the removed rows took every row group of %d of the %d data files they were read "
+                    "from (changes spread over the table); the deletes carry the removed rows when the merge "
+                    "writes them for a plain keyed source table with REPLICA IDENTITY FULL (docs: limitations, "
+                    "the change feed)", ".".join(table.name()), read_whole, len(files))
     return rows
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import reduce
 from operator import and_
 from typing import Any, NamedTuple
@@ -36,9 +36,10 @@ from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
 from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
 from airflow_provider_streambed.refresh.schema import check_mirror_key
-from airflow_provider_streambed.spark_snapshot import SnapshotScan, held_column, read_as
+from airflow_provider_streambed.spark_snapshot import SnapshotScan, deleted_row, held_column, read_as
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
+    DELETE_ROW,
     OP,
     OP_DELETE,
     OP_INSERT,
@@ -101,7 +102,7 @@ def merge_mirror(spark: SparkSession, source: MirrorInput) -> MirrorOutput:
     if keyless and previous is not None and not reason:
         return MirrorOutput(*net_rows(source, previous, change_rows, columns, few), True, "merge-on-read")
     if previous is not None and not reason:
-        return _incremental(previous, change_rows, columns, key, markers, facts, few)
+        return _incremental(previous, change_rows, columns, key, markers, facts, few, source.capture.deleted_row_ids)
     whole = _previous_rows(previous.rows(), changes.schema, columns, markers) if previous is not None else None
     if keyless:
         rows = multiset(change_rows if whole is None else whole.unionByName(change_rows), columns)
@@ -132,11 +133,14 @@ def _incremental(
     markers: list[str],
     facts: _ChangeFacts,
     few: bool,
+    field_ids: Mapping[str, int] | None,
 ) -> MirrorOutput:
     """New images of the changed keys, and position deletes of their previous rows.
 
     The previous rows are read only in the range of the changed keys' first key column (Parquet
-    skips files and row groups outside it), and only their key and unchanged-TOAST columns.
+    skips files and row groups outside it), and only their key and unchanged-TOAST columns. With
+    ``field_ids`` (:attr:`~airflow_provider_streambed.staging.TableCapture.deleted_row_ids`) the
+    deletes carry the deleted rows (:func:`_with_old_rows`).
     """
     if not key:
         return MirrorOutput(change_rows.where(F.col(OP) == OP_INSERT).select(*columns), None, True, "append-only")
@@ -151,7 +155,25 @@ def _incremental(
         images = _last_images(earlier.unionByName(change_rows), columns, key, markers)
     else:
         images = _last_images(change_rows, columns, key, markers)
+    if field_ids is not None:
+        touched = _with_old_rows(touched, change_rows, columns, key, field_ids, few)
     return MirrorOutput(images, previous.deletes_of(touched), True, "merge-on-read")
+
+
+def _with_old_rows(touched: DataFrame, change_rows: DataFrame, columns: list[str], key: list[str],
+                   field_ids: Mapping[str, int], few: bool) -> DataFrame:
+    """The previous rows to delete (``touched``), each with its ``row``: its key's first change in
+    the run, a delete of the whole old row (the capture's old images). Another first change fails
+    the job: the capture's old images did not hold."""
+    first = Window.partitionBy(*key).orderBy(COMMIT_LSN, SEQ)
+    firsts = change_rows.withColumn("_first", F.row_number().over(first)).where(F.col("_first") == 1).select(
+        *[F.col(name).alias(f"_changed_{name}") for name in key], F.col(OP).alias("_first_op"),
+        deleted_row(columns, field_ids).alias(DELETE_ROW))
+    condition = reduce(and_, [touched[name] == firsts[f"_changed_{name}"] for name in key])
+    joined = touched.join(F.broadcast(firsts) if few else firsts, condition, "inner")
+    checked = F.when(F.col("_first_op") == OP_DELETE, F.col(DELETE_ROW)).otherwise(
+        F.raise_error(F.lit("a changed key's first change is not a delete of its old row")))
+    return joined.select(*touched.columns, checked.alias(DELETE_ROW))
 
 
 def _bound(value: Any) -> Column:

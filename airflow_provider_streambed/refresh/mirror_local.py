@@ -161,7 +161,7 @@ def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
         return (rewrite_whole(*paths, columns, merged, source.rewrite) if source.rewrite else merged), ""
     else:
         markers = _marked(source, changes)
-        imaged = source.capture.old_images and not source.capture.reshaped and not markers and not source.rewrite
+        imaged = source.capture.deleted_row_ids is not None and not markers and not source.rewrite
         images, positions, unchanged = _locate(changes, list(source.capture.key_columns), columns, *paths, markers,
                                                imaged=imaged)
         rows = _with_unchanged_values(changes.take(images), markers, unchanged)
@@ -200,18 +200,15 @@ def _locate(
 
 
 def _old_images(source: MirrorInput, changes: pa.Table, positions: pa.Table, shape: pa.Schema) -> pa.Table | None:
-    """The deleted previous rows' values, in ``positions``' order, with the mirror's field ids:
-    their key's first change in the run, a delete of the whole old row
-    (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`); ``None`` when some
-    key's first change is not a delete, or a column has no field id in the last cut (then no
-    delete of the run carries rows)."""
-    ids = source.capture.field_ids
-    if not ids:  # a first cut: its schema assigns the field ids
-        return None
-    why = ("a changed key's first change is not a delete of its old row" if not pc.all(positions["deleted"]).as_py()
-           else "a column has no field id in the last cut" if any(name not in ids for name in shape.names) else "")
-    if why:
-        logger.info("group=%s member=%s: position deletes without rows: %s", source.group, source.member.name, why)
+    """The deleted previous rows' values, in ``positions``' order, with the mirror's field ids
+    (:attr:`~airflow_provider_streambed.staging.TableCapture.deleted_row_ids`): their key's first
+    change in the run, a delete of the whole old row; ``None`` when some key's first change is not
+    a delete (then no delete of the run carries rows)."""
+    ids = source.capture.deleted_row_ids
+    assert ids is not None
+    if not pc.all(positions["deleted"]).as_py():
+        logger.info("group=%s member=%s: position deletes without rows: a changed key's first change is not a delete "
+                    "of its old row", source.group, source.member.name)
         return None
     return changes.take(_column(positions, ROW)).select(shape.names).cast(identified(shape, ids))
 

@@ -189,7 +189,7 @@ def stage_member_output(
         if isinstance(deletes, pa.Table):
             _overwrite(deletes.sort_by([(DELETE_FILE_PATH, "ascending"), (DELETE_POS, "ascending")]), deletes_uri)
         else:
-            _overwrite(deletes.repartition(1).sortWithinPartitions(*deletes.columns), deletes_uri)
+            _overwrite(deletes.repartition(1).sortWithinPartitions(DELETE_FILE_PATH, DELETE_POS), deletes_uri)
         delete_files, deleted = _list_parquet(deletes_uri, keep_empty=False)
     else:
         delete_dir(deletes_uri)  # left by an earlier attempt

@@ -15,7 +15,7 @@ from airflow_provider_streambed.lsn import Lsn
 
 #: Columns of an Iceberg position-delete file, and their reserved field ids. :data:`DELETE_FIELD_IDS`
 #: names the two every delete file has; the optional ``row`` holds each deleted row's values: the
-#: in-process merge writes it when the capture gives them (:attr:`TableCapture.old_images`), and
+#: merges write it when the capture gives them (:attr:`TableCapture.deleted_row_ids`), and
 #: the change feed reads removed rows from it.
 DELETE_FILE_PATH, DELETE_POS, DELETE_ROW = "file_path", "pos", "row"
 DELETE_FIELD_IDS = {DELETE_FILE_PATH: 2147483546, DELETE_POS: 2147483545}
@@ -96,6 +96,15 @@ class TableCapture:
     def bootstrap(self) -> bool:
         """Whether the run copied the table."""
         return bool(self.copy_files)
+
+    @property
+    def deleted_row_ids(self) -> Mapping[str, int] | None:
+        """The field ids of the columns the run's position deletes carry the deleted rows in
+        (Iceberg's ``row``), or ``None`` when they carry none: not every change carried its old
+        row, the columns changed, or a column has no field id yet (a first cut)."""
+        if not self.old_images or self.reshaped or any(name not in self.field_ids for name in self.columns):
+            return None
+        return self.field_ids
 
     @property
     def identity(self) -> str:

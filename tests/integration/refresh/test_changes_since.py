@@ -5,7 +5,8 @@ rows inserted and deleted between two cuts, a keyless table with duplicates and 
 member, a compaction, an added and a renamed column in between). For every pair of cuts (A, B), A's rows
 less ``removed`` plus ``added`` are B's rows as multisets, and ``removed`` and ``added`` share no row.
 ``accounts`` gets ``REPLICA IDENTITY FULL`` after its first change: later deletes carry the removed rows'
-values, which the feed reads instead of the older data files, so ranges mix both kinds.
+values (written by the in-process merge, and in run 5 by Spark's), which the feed reads instead of the
+older data files, so ranges mix both kinds.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from airflow_provider_streambed.exceptions import ChangeFeedError, CutExpiredErr
 from airflow_provider_streambed.feed import snapshots
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
 from tests.integration.refresh.deletes import delete_files_with_images
 from tests.integration.refresh.workloads import SCHEMA, workload
 
@@ -86,13 +88,14 @@ def test_changes_between_every_pair_of_cuts_rebuild_the_later_cut(pg_dsn: str, s
                 conn.execute("ALTER TABLE accounts REPLICA IDENTITY FULL")
         if run:
             workload(pg_dsn, rng, run)
+        spark_conf = {IN_PROCESS_MERGE_CONF: "false"} if run == 5 else {}  # run 5's deletes are written by Spark
         result = refresh_once(GROUP, source_dsn=pg_dsn, catalog_properties=properties, run_key=f"r{run}",
-                              compact="all" if run == 3 else "none")
+                              compact="all" if run == 3 else "none", spark_conf=spark_conf)
         assert result.cut is not None
         cuts.append(reader.get(result.cut.cut_id))
     _check_arrow_reads(cuts)
     assert delete_files_with_images(cuts[2], "accounts") == Counter({False: 1, True: 1})
-    # after the compaction (run 3): run 4 added a column (its deletes carry no rows), run 5 did not
+    # after the compaction (run 3): run 4 added a column (its deletes carry no rows), run 5 (Spark's merge) did not
     assert delete_files_with_images(cuts[5], "accounts") == Counter({False: 1, True: 1})
     with caplog.at_level(logging.DEBUG, logger=snapshots.__name__):  # run 2's removed rows: from its deletes alone
         cuts[2].changes_since(cuts[1])
