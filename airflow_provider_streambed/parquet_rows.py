@@ -56,10 +56,10 @@ def read_positions(
     return positions_by_file(pa.concat_tables(tables)) if tables else {}
 
 
-def delete_rows(parquet: pq.ParquetFile) -> pa.Table:
-    """A position-delete file's ``file_path`` and ``pos``, and its ``row`` column (the deleted rows'
-    values) when it has one."""
-    carried = [DELETE_ROW] if DELETE_ROW in parquet.schema_arrow.names else []
+def delete_rows(parquet: pq.ParquetFile, rows: bool = True) -> pa.Table:
+    """A position-delete file's ``file_path`` and ``pos``, and (unless not ``rows``) its ``row``
+    column (the deleted rows' values) when it has one."""
+    carried = [DELETE_ROW] if rows and DELETE_ROW in parquet.schema_arrow.names else []
     return parquet.read(columns=[DELETE_FILE_PATH, DELETE_POS, *carried])
 
 

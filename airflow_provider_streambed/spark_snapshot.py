@@ -49,6 +49,9 @@ TIME_TYPE_CONF = "spark.sql.timeType.enabled"
 ROW_FILE, ROW_POS = "_row_file", "_row_pos"
 #: The column a scan with deletes joins on: :func:`row_key`.
 ROW_KEY = "_row_key"
+#: The column a deleted row's values (:func:`deleted_row`) travel under until :func:`with_field_ids`
+#: names it ``row`` (a name of the streambed's own: a table may have a column named ``row``).
+DELETED_ROW = "__streambed_deleted_row"
 #: The Spark field metadata key its Parquet writer takes a field id from.
 FIELD_ID_KEY = "parquet.field.id"
 #: The columns of a position-delete file a scan reads (not the deleted rows some files carry).
@@ -58,10 +61,10 @@ POSITION_BITS = 40
 
 
 def with_field_ids(frame: DataFrame) -> DataFrame:
-    """``(file_path, pos)`` rows, and their ``row`` when ``frame`` has one (:func:`deleted_row`),
+    """``(file_path, pos)`` rows, and their ``row`` when ``frame`` carries one (:data:`DELETED_ROW`),
     with the Iceberg field ids Spark writes into the Parquet schema."""
-    carried = [F.col(DELETE_ROW).alias(DELETE_ROW, metadata={FIELD_ID_KEY: DELETE_ROW_FIELD_ID})
-               ] if DELETE_ROW in frame.columns else []
+    carried = [F.col(DELETED_ROW).alias(DELETE_ROW, metadata={FIELD_ID_KEY: DELETE_ROW_FIELD_ID})
+               ] if DELETED_ROW in frame.columns else []
     return frame.select(*[
         F.col(name).cast("string" if name == DELETE_FILE_PATH else "long").alias(
             name, metadata={FIELD_ID_KEY: field_id}
@@ -131,11 +134,11 @@ class SnapshotScan:
 
     def deletes_of(self, rows: DataFrame) -> DataFrame:
         """Position-delete rows (``file_path``, ``pos``, with field ids) for ``rows`` read with
-        positions, with their ``row`` when ``rows`` has one (:func:`deleted_row`)."""
+        positions, with their ``row`` when ``rows`` carries one (:data:`DELETED_ROW`)."""
         names = self._names or file_names(self.files.data)
         schema = f"{ROW_FILE} string NOT NULL, {DELETE_FILE_PATH} string NOT NULL"  # file_path is required
         paths = self.spark.createDataFrame(list(names.items()), schema)
-        carried = [DELETE_ROW] if DELETE_ROW in rows.columns else []
+        carried = [DELETED_ROW] if DELETED_ROW in rows.columns else []
         located = rows.select(ROW_FILE, ROW_POS, *carried).join(F.broadcast(paths), ROW_FILE)
         return with_field_ids(located.select(DELETE_FILE_PATH, F.col(ROW_POS).alias(DELETE_POS), *carried))
 

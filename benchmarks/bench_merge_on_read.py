@@ -12,9 +12,8 @@ JVM start is in any figure:
   median of ``--repeats`` refreshes, as a fraction of a plain read + write of the whole table in
   the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, the same refresh of the changes
   as captured under ``REPLICA IDENTITY FULL`` (each update after a delete of its old row: the
-  position deletes then carry the deleted rows, for the change feed), and Spark's merge of the
-  same changes (``merge_mirror``: what a refresh runs when the in-process merge does not apply),
-  of both;
+  position deletes then carry the deleted rows, for the change feed), and Spark's merge
+  (``merge_mirror``: what a refresh runs when the in-process merge does not apply) of both;
 - bytes written per run as a fraction of the table's bytes;
 - the same refresh of a keyless copy of the table (merged as a multiset, whole-row identity) after
   0.1 % updates, beside the keyed figure (goal: <= 10 % of plain, the keyed goal 5 %);

@@ -176,9 +176,10 @@ class ChangeStream:
             if (target := self._row_target(data)) is not None:
                 if target.keyless and (data[5] != _OLD or not target.whole_rows):
                     raise self._not_full(target)
-                if data[5] != _OLD or target.partitioned:
+                old = read_tuple(data, 6)[0]
+                if data[5] != _OLD or target.partitioned or UNCHANGED_TOAST in old:
                     self.without_old_images.add(target.member)
-                self._add(target, OP_DELETE, read_tuple(data, 6)[0])
+                self._add(target, OP_DELETE, old)
         else:
             self._control(decode_message(data))
 

@@ -112,7 +112,7 @@ def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
     """The rows of ``snapshot``'s data files that its delete files leave, read whole in this
     process (as ``columns`` when given; only the columns ``names``, when given); ``None`` when it
     has no data files."""
-    return _live(snapshot.data, _positions(_read_deletes(snapshot.deletes)), columns, names)
+    return _live(snapshot.data, _positions(_read_deletes(snapshot.deletes, rows=False)), columns, names)
 
 
 def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[pa.Table | None, pa.Table | None]:
@@ -155,7 +155,7 @@ def _images(data: tuple[str, ...], deletes: list[pa.Table], columns: FileColumns
     if stray := named - set(file_names(data)):
         raise RefreshError(f"position deletes carry rows of data files the previous snapshot does not list: "
                            f"{sorted(stray)[:3]}")
-    rows = pa.concat_tables([row_images(part) for part in deletes])
+    rows = pa.concat_tables([row_images(part) for part in deletes])  # a position is deleted once: no duplicates
     logger.debug("%d removed rows taken from %d delete files' rows", rows.num_rows, len(deletes))
     rows = rows if columns is None else columns.conform(rows)
     return rows if names is None else rows.select(names)
@@ -174,11 +174,12 @@ def _live(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileC
     return _read_files(named, columns, names)
 
 
-def _read_deletes(delete_files: tuple[str, ...]) -> list[pa.Table]:
-    """Each of ``delete_files``' rows (:func:`.parquet_rows.delete_rows`), read in threads."""
+def _read_deletes(delete_files: tuple[str, ...], rows: bool = True) -> list[pa.Table]:
+    """Each of ``delete_files``' rows (:func:`.parquet_rows.delete_rows`; without the deleted rows'
+    values unless ``rows``), read in threads."""
     def read(uri: str) -> pa.Table:
         with storage.open_input(uri) as stream:
-            return delete_rows(pq.ParquetFile(stream))
+            return delete_rows(pq.ParquetFile(stream), rows)
 
     with ThreadPoolExecutor(READ_THREADS) as pool:
         return list(pool.map(read, delete_files))

@@ -36,10 +36,9 @@ from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
 from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
 from airflow_provider_streambed.refresh.schema import check_mirror_key
-from airflow_provider_streambed.spark_snapshot import SnapshotScan, deleted_row, held_column, read_as
+from airflow_provider_streambed.spark_snapshot import DELETED_ROW, SnapshotScan, deleted_row, held_column, read_as
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
-    DELETE_ROW,
     OP,
     OP_DELETE,
     OP_INSERT,
@@ -156,24 +155,30 @@ def _incremental(
     else:
         images = _last_images(change_rows, columns, key, markers)
     if field_ids is not None:
-        touched = _with_old_rows(touched, change_rows, columns, key, field_ids, few)
+        touched = _with_old_rows(touched, change_rows, columns, key, field_ids)
     return MirrorOutput(images, previous.deletes_of(touched), True, "merge-on-read")
 
 
 def _with_old_rows(touched: DataFrame, change_rows: DataFrame, columns: list[str], key: list[str],
-                   field_ids: Mapping[str, int], few: bool) -> DataFrame:
-    """The previous rows to delete (``touched``), each with its ``row``: its key's first change in
-    the run, a delete of the whole old row (the capture's old images). Another first change fails
-    the job: the capture's old images did not hold."""
-    first = Window.partitionBy(*key).orderBy(COMMIT_LSN, SEQ)
-    firsts = change_rows.withColumn("_first", F.row_number().over(first)).where(F.col("_first") == 1).select(
-        *[F.col(name).alias(f"_changed_{name}") for name in key], F.col(OP).alias("_first_op"),
-        deleted_row(columns, field_ids).alias(DELETE_ROW))
-    condition = reduce(and_, [touched[name] == firsts[f"_changed_{name}"] for name in key])
-    joined = touched.join(F.broadcast(firsts) if few else firsts, condition, "inner")
-    checked = F.when(F.col("_first_op") == OP_DELETE, F.col(DELETE_ROW)).otherwise(
-        F.raise_error(F.lit("a changed key's first change is not a delete of its old row")))
-    return joined.select(*touched.columns, checked.alias(DELETE_ROW))
+                   field_ids: Mapping[str, int]) -> DataFrame:
+    """The previous rows to delete (``touched``), each with its deleted row (:data:`DELETED_ROW`):
+    its key's first change in the run, a delete of the whole old row (the capture's old images).
+    Another first change fails the job (the capture's old images did not hold, which no retry
+    mends); the in-process merge writes deletes without rows instead.
+
+    The first changes are joined as Spark plans it (never forced to a broadcast: they carry whole
+    rows)."""
+    order, first_op = "__streambed_order", "__streambed_first_op"
+    changed = {name: f"__streambed_changed_{name}" for name in key}
+    firsts = change_rows.withColumn(order, F.row_number().over(Window.partitionBy(*key).orderBy(COMMIT_LSN, SEQ)))
+    firsts = firsts.where(F.col(order) == 1).select(
+        *[F.col(name).alias(alias) for name, alias in changed.items()], F.col(OP).alias(first_op),
+        deleted_row(columns, field_ids).alias(DELETED_ROW))
+    joined = touched.join(firsts, reduce(and_, [touched[name] == firsts[alias] for name, alias in changed.items()]))
+    checked = F.when(F.col(first_op) == OP_DELETE, F.col(DELETED_ROW)).otherwise(F.raise_error(F.lit(
+        "a changed key's first change in the run is not a delete of its whole old row, as the capture's old images "
+        "promise: a bug; resync the member (streambed resync) to copy it again")))
+    return joined.select(*touched.columns, checked.alias(DELETED_ROW))
 
 
 def _bound(value: Any) -> Column:

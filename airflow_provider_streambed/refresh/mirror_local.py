@@ -13,10 +13,11 @@ deletes, and picks that many previous live rows equal to each removed row (compa
 column, the whole row being the only identity, after a scan narrowed by one column:
 :mod:`.keyless_probe`).
 
-When the capture carries every change's old row (``REPLICA IDENTITY FULL``,
-:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`), the table's columns did not
-change this run and no change marks an unchanged-TOAST value, the position deletes carry the
-deleted rows' values, with the table's field ids, in Iceberg's optional ``row`` column: each is
+When the capture carries every change's old row (``REPLICA IDENTITY FULL``) and the table's
+columns did not change this run
+(:attr:`~airflow_provider_streambed.staging.TableCapture.deleted_row_ids`), and the mirror is not
+rewritten whole, the position deletes carry the deleted rows' values, with the table's field ids,
+in Iceberg's optional ``row`` column: each is
 its key's first change in the run, a delete of the row the previous cut holds. The change feed
 then reads removed rows from there, not from the older data files.
 

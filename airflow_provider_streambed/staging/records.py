@@ -99,9 +99,9 @@ class TableCapture:
 
     @property
     def deleted_row_ids(self) -> Mapping[str, int] | None:
-        """The field ids of the columns the run's position deletes carry the deleted rows in
-        (Iceberg's ``row``), or ``None`` when they carry none: not every change carried its old
-        row, the columns changed, or a column has no field id yet (a first cut)."""
+        """The field ids of the columns a keyed mirror's merge writes the deleted rows in (Iceberg's
+        ``row`` of its position deletes), or ``None`` when it writes none: not every change carried
+        its old row, the columns changed, or a column has no field id in the last cut (none yet)."""
         if not self.old_images or self.reshaped or any(name not in self.field_ids for name in self.columns):
             return None
         return self.field_ids

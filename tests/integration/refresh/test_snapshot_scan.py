@@ -15,8 +15,17 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.spark_snapshot import POSITION_BITS, ROW_FILE, ROW_POS, SnapshotScan, row_key
-from airflow_provider_streambed.staging import DELETE_FILE_PATH, DELETE_POS, SnapshotFiles
+from airflow_provider_streambed.spark_snapshot import (
+    DELETED_ROW,
+    FIELD_ID_KEY,
+    POSITION_BITS,
+    ROW_FILE,
+    ROW_POS,
+    SnapshotScan,
+    deleted_row,
+    row_key,
+)
+from airflow_provider_streambed.staging import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW, SnapshotFiles
 
 pytestmark = pytest.mark.slow
 
@@ -74,3 +83,20 @@ def test_row_keys_found_by_name_where_sizes_are_not_known(spark: SparkSession, t
         (tag, i, (ordinal << POSITION_BITS) + i) for ordinal, tag in enumerate("ab") for i in range(3)]
     only_b = spark.read.parquet(*files).select("tag", row_key(names, None, {names[1]}).alias("key")).collect()
     assert {row.tag for row in only_b if row.key is None} == {"a"}
+
+
+def test_deletes_carry_a_row_only_when_given_one_whatever_the_tables_columns(spark: SparkSession,
+                                                                              tmp_path: Path) -> None:
+    """A table's own column named ``row`` is no deleted row: only :data:`DELETED_ROW` becomes the
+    deletes' ``row``, with the field ids of its values."""
+    path = tmp_path / "part-0.parquet"
+    pq.write_table(pa.table({"id": pa.array(range(3), pa.int64()), DELETE_ROW: ["a", "b", "c"]}), path)
+    scan = SnapshotScan(spark, SnapshotFiles((path.as_uri(),)))
+    located = scan.rows(positions=True).where("id = 1")
+    assert scan.deletes_of(located).columns == [DELETE_FILE_PATH, DELETE_POS]
+    carried = scan.deletes_of(located.withColumn(DELETED_ROW, deleted_row(["id", DELETE_ROW], {"id": 1, "row": 2})))
+    assert carried.columns == [DELETE_FILE_PATH, DELETE_POS, DELETE_ROW]
+    values = carried.schema[DELETE_ROW].dataType
+    assert [(field.name, field.metadata) for field in values.fields] == [
+        ("id", {FIELD_ID_KEY: 1}), (DELETE_ROW, {FIELD_ID_KEY: 2})]
+    assert [tuple(row[DELETE_ROW]) for row in carried.collect()] == [(1, "b")]
