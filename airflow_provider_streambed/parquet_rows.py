@@ -9,7 +9,8 @@ in its ``row`` column (:func:`delete_rows`, :func:`row_images`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -21,7 +22,8 @@ from pyiceberg.manifest import DataFile
 
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
 
-#: Threads reading the data files that lost rows (the feed and incremental members alike).
+#: Threads reading the data files that lost rows, and the delete files (the feed and incremental
+#: members alike).
 READ_THREADS = 4
 
 
@@ -49,11 +51,27 @@ def read_positions(
 ) -> dict[str, pa.Array]:
     """The positions each data file lost to the position-delete files at ``paths``, each opened
     for reading by ``open_file``, sorted and distinct."""
-    tables = []
-    for path in paths:
+    return positions_of(read_deletes(paths, open_file, rows=False))
+
+
+def read_deletes(
+    paths: Iterable[str], open_file: Callable[[str], AbstractContextManager[Any]], rows: bool = True
+) -> list[pa.Table]:
+    """Each position-delete file at ``paths``, opened for reading by ``open_file``, as
+    :func:`delete_rows` reads it (its deleted rows' values too, unless not ``rows``), in threads."""
+    def read(path: str) -> pa.Table:
         with open_file(path) as stream:
-            tables.append(pq.read_table(stream, columns=[DELETE_FILE_PATH, DELETE_POS]))
-    return positions_by_file(pa.concat_tables(tables)) if tables else {}
+            return delete_rows(pq.ParquetFile(stream), rows)
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        return list(pool.map(read, paths))
+
+
+def positions_of(deletes: Sequence[pa.Table]) -> dict[str, pa.Array]:
+    """The positions each data file lost to the position-delete rows ``deletes``, sorted and distinct."""
+    if not deletes:
+        return {}
+    return positions_by_file(pa.concat_tables([rows.select([DELETE_FILE_PATH, DELETE_POS]) for rows in deletes]))
 
 
 def delete_rows(parquet: pq.ParquetFile, rows: bool = True) -> pa.Table:

@@ -15,8 +15,8 @@ to W. Relation messages are processed for every transaction, kept or not.
 Updates that change the key are written as a ``D`` of the old key and a ``U`` of the new row
 (next ``_seq``). Under ``REPLICA IDENTITY FULL`` every update of a plain table is written as a
 ``D`` of its whole old row and a ``U`` of the new one, so a run's first change of a key the
-previous cut holds is a delete of that row: the in-process merge keeps it with its position
-delete, where the change feed reads removed rows
+previous cut holds is a delete of that row: the merges keep it with its position delete, where
+the change feed and incremental members read removed rows
 (:attr:`~airflow_provider_streambed.staging.TableCapture.old_images`, recorded per member when
 every update and delete carried its old row).
 

@@ -44,8 +44,8 @@ from pyiceberg.table.snapshots import Snapshot
 from airflow_provider_streambed.exceptions import ChangeFeedError
 from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
-    delete_rows,
-    positions_by_file,
+    positions_of,
+    read_deletes,
     row_groups_of,
     row_images,
     rows_at_positions,
@@ -128,12 +128,6 @@ def _rows_at(io: FileIO, data_file: DataFile, positions: np.ndarray, directory: 
     return _extract(rows, data_file, directory), whole
 
 
-def _delete_rows(io: FileIO, delete: DataFile) -> pa.Table:
-    """A position-delete file's rows (:func:`~airflow_provider_streambed.parquet_rows.delete_rows`)."""
-    with io.new_input(delete.file_path).open() as stream:
-        return delete_rows(pq.ParquetFile(stream))
-
-
 def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa.Table:
     """The rows the added deletes removed from older data files, in ``schema``'s columns.
 
@@ -144,14 +138,12 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
     (or name mapping), as it reads any data file of the table.
     """
     added = pa.array([data_file.file_path for data_file in delta.data], pa.string())
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        read = list(pool.map(lambda delete: _delete_rows(table.io, delete), delta.deletes))
+    read = read_deletes([delete.file_path for delete in delta.deletes], lambda path: table.io.new_input(path).open())
     older = [(delete, rows.filter(pc.invert(pc.is_in(rows[DELETE_FILE_PATH], value_set=added))))
              for delete, rows in zip(delta.deletes, read, strict=True)]
     imaged = [(delete, rows) for delete, rows in older if DELETE_ROW in rows.column_names and len(rows)]
     plain = [rows for _, rows in older if DELETE_ROW not in rows.column_names]
-    positions = positions_by_file(pa.concat_tables(plain)) if plain else {}
-    wanted = {path: found.to_numpy() for path, found in positions.items()}
+    wanted = {path: found.to_numpy() for path, found in positions_of(plain).items()}
     named = set(wanted) | {path for _, rows in imaged for path in pc.unique(rows[DELETE_FILE_PATH]).to_pylist()}
     listed = {
         entry.data_file.file_path: entry.data_file

@@ -31,14 +31,13 @@ from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.member_declarations import Member
 from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
-    delete_rows,
-    positions_by_file,
+    positions_of,
+    read_deletes,
     row_images,
     rows_at_positions,
 )
 from airflow_provider_streambed.staging import (
     DELETE_FILE_PATH,
-    DELETE_POS,
     DELETE_ROW,
     JobSpec,
     MemberManifest,
@@ -104,7 +103,9 @@ def removed_rows(previous: SnapshotFiles, delete_files: tuple[str, ...], columns
     the row groups that hold them (as ``columns`` when given; only the columns ``names``, when
     given), never a whole table (from the delete files alone when they carry the rows); ``None``
     when there are none."""
-    return _removed(previous.data, _read_deletes(delete_files), columns, names) if delete_files else None
+    if not delete_files:
+        return None
+    return _removed(previous.data, read_deletes(delete_files, storage.open_input), columns, names)
 
 
 def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
@@ -112,7 +113,8 @@ def live_rows(snapshot: SnapshotFiles, columns: FileColumns | None = None,
     """The rows of ``snapshot``'s data files that its delete files leave, read whole in this
     process (as ``columns`` when given; only the columns ``names``, when given); ``None`` when it
     has no data files."""
-    return _live(snapshot.data, _positions(_read_deletes(snapshot.deletes, rows=False)), columns, names)
+    return _live(snapshot.data, _positions(read_deletes(snapshot.deletes, storage.open_input, rows=False)), columns,
+                 names)
 
 
 def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[pa.Table | None, pa.Table | None]:
@@ -121,7 +123,7 @@ def changed_rows(source: SourceState, names: list[str] | None = None) -> tuple[p
     once), with its columns ``names`` (default all); ``None`` for a side without files."""
     staged = source.staged
     assert staged is not None
-    deletes = _read_deletes(staged.delete_files)
+    deletes = read_deletes(staged.delete_files, storage.open_input)
     return (_removed(source.previous.data, deletes, source.columns, names),
             _live(staged.files, _positions(deletes), source.columns, names))
 
@@ -174,23 +176,9 @@ def _live(data: tuple[str, ...], deleted: Mapping[str, pa.Array], columns: FileC
     return _read_files(named, columns, names)
 
 
-def _read_deletes(delete_files: tuple[str, ...], rows: bool = True) -> list[pa.Table]:
-    """Each of ``delete_files``' rows (:func:`.parquet_rows.delete_rows`; without the deleted rows'
-    values unless ``rows``), read in threads."""
-    def read(uri: str) -> pa.Table:
-        with storage.open_input(uri) as stream:
-            return delete_rows(pq.ParquetFile(stream), rows)
-
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        return list(pool.map(read, delete_files))
-
-
 def _positions(deletes: list[pa.Table]) -> dict[str, pa.Array]:
     """The positions the position-delete rows ``deletes`` name, by data file name (sorted, distinct)."""
-    if not deletes:
-        return {}
-    pairs = pa.concat_tables([rows.select([DELETE_FILE_PATH, DELETE_POS]) for rows in deletes])
-    return {path.rsplit("/", 1)[-1]: found for path, found in positions_by_file(pairs).items()}
+    return {path.rsplit("/", 1)[-1]: found for path, found in positions_of(deletes).items()}
 
 
 #: Reads the rows it takes from a Parquet file, given the stored columns to read (``None``: all).

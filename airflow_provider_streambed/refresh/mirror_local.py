@@ -17,9 +17,9 @@ When the capture carries every change's old row (``REPLICA IDENTITY FULL``) and 
 columns did not change this run
 (:attr:`~airflow_provider_streambed.staging.TableCapture.deleted_row_ids`), and the mirror is not
 rewritten whole, the position deletes carry the deleted rows' values, with the table's field ids,
-in Iceberg's optional ``row`` column: each is
-its key's first change in the run, a delete of the row the previous cut holds. The change feed
-then reads removed rows from there, not from the older data files.
+in Iceberg's optional ``row`` column: each is its key's first change in the run, a delete of the
+row the previous cut holds. The change feed then reads removed rows from there, not from the
+older data files.
 
 Columns dropped, renamed, added or widened since the previous cut merge here too: the previous
 files and the changelog segments are read as the columns at W
