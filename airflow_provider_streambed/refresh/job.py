@@ -36,6 +36,7 @@ from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled, merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
 from airflow_provider_streambed.refresh.session import build_session, quiet_py4j, share_session
+from airflow_provider_streambed.refresh.spark_checks import failed_final_check
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
 from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
 from airflow_provider_streambed.refresh.work import definition_digest
@@ -124,7 +125,7 @@ def _attempt(
         return _compute(spark, spec, group, member, captures, staged)
     except Exception as error:  # a member's code may raise anything; keep the others going
         logger.error("group=%s member=%s W=%s failed", group.name, member.name, spec.watermark, exc_info=True)
-        return Failure(first_lines(error), is_final(error))
+        return Failure(first_lines(error), is_final(error) or failed_final_check(error))
 
 
 def _compute(

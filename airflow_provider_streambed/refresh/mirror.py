@@ -36,6 +36,7 @@ from airflow_provider_streambed.refresh.mirror_input import MirrorInput
 from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
 from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
 from airflow_provider_streambed.refresh.schema import check_mirror_key
+from airflow_provider_streambed.refresh.spark_checks import final_check
 from airflow_provider_streambed.spark_snapshot import DELETED_ROW, SnapshotScan, deleted_row, held_column, read_as
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
@@ -175,9 +176,9 @@ def _with_old_rows(touched: DataFrame, change_rows: DataFrame, columns: list[str
         *[F.col(name).alias(alias) for name, alias in changed.items()], F.col(OP).alias(first_op),
         deleted_row(columns, field_ids).alias(DELETED_ROW))
     joined = touched.join(firsts, reduce(and_, [touched[name] == firsts[alias] for name, alias in changed.items()]))
-    checked = F.when(F.col(first_op) == OP_DELETE, F.col(DELETED_ROW)).otherwise(F.raise_error(F.lit(
+    checked = F.when(F.col(first_op) == OP_DELETE, F.col(DELETED_ROW)).otherwise(final_check(
         "a changed key's first change in the run is not a delete of its whole old row, as the capture's old images "
-        "promise: a bug; resync the member (streambed resync) to copy it again")))
+        "promise: a bug; resync the member (streambed resync) to copy it again"))
     return joined.select(*touched.columns, checked.alias(DELETED_ROW))
 
 
@@ -318,8 +319,7 @@ def _resolve_toast(name: str) -> Column:
     row's, which the changelog does not name), so it fails too.
     """
     earlier = F.col(EARLIER_PREFIX + name)
-    unresolved = F.raise_error(
-        F.lit(f"unchanged-TOAST value of column {name!r} has no earlier image of its key (previous cut or changelog)")
-    )
+    unresolved = final_check(f"unchanged-TOAST value of column {name!r} has no earlier image of its key (previous "
+                             "cut or changelog); resync the member (streambed resync) to copy it again")
     resolved = F.when(earlier.isNull() | earlier["deleted"], unresolved).otherwise(earlier["v"])
     return F.when(~F.col(TOAST_MARKER_PREFIX + name), F.col(name)).otherwise(resolved)

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, diverged
+from airflow_provider_streambed.refresh.spark_checks import final_check
 from airflow_provider_streambed.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import OP, OP_DELETE
 
@@ -41,8 +42,8 @@ def multiset(rows: DataFrame, columns: list[str]) -> DataFrame:
     """A keyless mirror written whole: each distinct row as many times as the previous rows and
     the changes leave it; fails the job when the changes delete a row the previous rows lack."""
     net = _net(rows, columns).withColumn(NET, F.when(F.col(NET) > 0, F.col(NET)).otherwise(
-        F.raise_error(F.lit("a change deletes a row that the previous cut does not hold: the mirror no longer "
-                            "equals its source table; resync the member"))))
+        final_check("a change deletes a row that the previous cut does not hold: the mirror no longer equals its "
+                    "source table; resync the member")))
     return _copies(net, columns).select(*columns)
 
 

@@ -12,11 +12,14 @@ import pytest
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed import storage
+from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.parquet_rows import read_deletes
 from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.staging.records import DELETE_ROW
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
@@ -150,8 +153,42 @@ def test_unresolvable_toast_marker_fails(spark: SparkSession, tmp_path: Path) ->
     model.update((1,), {}, unchanged_toast=True)
     model.commit()
     spec = stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [model.flush(tmp_path / "c", "t")])
-    with pytest.raises(RefreshError, match=r"member 't'.*unchanged-TOAST value of column 'doc'"):
-        run_job(spark, spec)
+    with pytest.raises(FinalRefreshError, match=r"member 't'.*unchanged-TOAST value of column 'doc'.*resync"):
+        run_job(spark, spec)  # final: a retry reads the same changelog and previous cut
+
+
+@pytest.mark.parametrize("first_change", ["U", "D"])
+def test_old_rows_in_deletes_need_each_changed_keys_first_change_to_delete_its_old_row(
+    spark: SparkSession, tmp_path: Path, first_change: str
+) -> None:
+    """Spark's merge writes the deleted rows (REPLICA IDENTITY FULL: ``old_images``) from each key's
+    first change; one that is not the delete of the old row fails the job as final."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+    group = RefreshGroup("images", "src", "cat", "ns", (Mirror("public.t"),))
+    model = TableModel("t", schema, ("id",))
+    for ident in range(3):
+        model.insert({"id": ident, "v": "old"})
+    model.commit()
+    first = advance(None, run_job(spark, stage_spec(tmp_path, group, "r1", Lsn(model.lsn),
+                                                    [model.flush(tmp_path / "c1", "t")])))
+    if first_change == "D":
+        model._log("D", model.rows[(1,)])  # the whole old row, as under REPLICA IDENTITY FULL
+    model.update((1,), {"v": "new"})
+    model.commit()
+    capture = replace(model.flush(tmp_path / "c2", "t"), old_images=True, field_ids={"id": 1, "v": 2})
+    spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [capture], first, Lsn(1), 2)
+    spark.conf.set(IN_PROCESS_MERGE_CONF, "false")
+    try:
+        if first_change == "U":
+            with pytest.raises(FinalRefreshError, match=r"member 't'.*first change in the run is not a delete"):
+                run_job(spark, spec)
+            return
+        staged = run_job(spark, spec)["t"]
+    finally:
+        spark.conf.unset(IN_PROCESS_MERGE_CONF)
+    assert sorted_rows(read_files(advance(first, {"t": staged})["t"].files), ("id",)) == model.truth()
+    rows = pa.concat_tables(read_deletes(staged.delete_files, storage.open_input))
+    assert rows[DELETE_ROW].to_pylist() == [{"id": 1, "v": "old"}]
 
 
 @pytest.mark.parametrize("deleted_again", [False, True], ids=["last-image", "deleted-again"])
@@ -177,7 +214,7 @@ def test_a_toast_marker_after_a_delete_of_its_key_fails(
     model.commit()
     spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [model.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
     if not deleted_again:
-        with pytest.raises(RefreshError, match=r"member 't'.*value of column 'doc' has no earlier image"):
+        with pytest.raises(FinalRefreshError, match=r"member 't'.*value of column 'doc' has no earlier image"):
             run_job(spark, spec)
         return
     assert sorted_rows(read_files(advance(first, run_job(spark, spec))["t"].files), ("id",)) == model.truth() == []
