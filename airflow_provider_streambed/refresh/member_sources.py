@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
 from airflow_provider_streambed.declarations import RefreshGroup
-from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
 from airflow_provider_streambed.member_declarations import Member
 from airflow_provider_streambed.parquet_rows import (
     READ_THREADS,
@@ -151,12 +151,13 @@ def _images(data: tuple[str, ...], deletes: list[pa.Table], columns: FileColumns
     ``columns`` when given, only the columns ``names`` when given.
 
     Raises:
-        RefreshError: a row names a file that ``data`` (the previous snapshot's) does not list.
+        FinalRefreshError: a row names a file that ``data`` (the previous snapshot's) does not
+            list; a retry reads the same staged deletes.
     """
     named = {path.rsplit("/", 1)[-1] for rows in deletes for path in pc.unique(rows[DELETE_FILE_PATH]).to_pylist()}
     if stray := named - set(file_names(data)):
-        raise RefreshError(f"position deletes carry rows of data files the previous snapshot does not list: "
-                           f"{sorted(stray)[:3]}")
+        raise FinalRefreshError(f"position deletes carry rows of data files the previous snapshot does not list: "
+                                f"{sorted(stray)[:3]}; resync the source member (streambed resync)")
     rows = pa.concat_tables([row_images(part) for part in deletes])  # a position is deleted once: no duplicates
     logger.debug("%d removed rows taken from %d delete files' rows", rows.num_rows, len(deletes))
     rows = rows if columns is None else columns.conform(rows)
