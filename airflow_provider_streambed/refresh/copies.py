@@ -14,9 +14,9 @@ import logging
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Mirror
-from airflow_provider_streambed.refresh.work import definition_digest
+from airflow_provider_streambed.refresh.work import definition_digest, fit_manifest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, read_json, write_json
-from airflow_provider_streambed.staging.members import file_sizes, staged_manifest
+from airflow_provider_streambed.staging.members import file_sizes
 from airflow_provider_streambed.staging.paths import member_manifest_uri
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def stage_unchanged_copies(spec: JobSpec) -> tuple[str, ...]:
         capture = captures.get(member.name.lower())
         if not isinstance(member, Mirror) or capture is None or not capture.bootstrap or capture.changes:
             continue
-        if staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member)) is not None:
+        if fit_manifest(spec, group, member) is not None:
             continue
         manifest = MemberManifest(
             member=member.name,

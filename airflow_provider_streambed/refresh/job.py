@@ -23,7 +23,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh.incremental import incremental_basis
-from airflow_provider_streambed.refresh.member_sources import source_state
+from airflow_provider_streambed.refresh.member_sources import source_state, staged_inputs
 from airflow_provider_streambed.refresh.members import (
     CutContext,
     Failure,
@@ -39,7 +39,7 @@ from airflow_provider_streambed.refresh.session import build_session, quiet_py4j
 from airflow_provider_streambed.refresh.spark_checks import failed_final_check
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
 from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
-from airflow_provider_streambed.refresh.work import definition_digest
+from airflow_provider_streambed.refresh.work import definition_digest, fit_manifest
 from airflow_provider_streambed.staging import (
     JobSpec,
     MemberManifest,
@@ -50,7 +50,6 @@ from airflow_provider_streambed.staging.members import (
     ERROR_MARKER,
     FINAL_ERROR_MARKER,
     stage_member_output,
-    staged_manifest,
 )
 
 logger = logging.getLogger(__name__)
@@ -114,8 +113,8 @@ def _attempt(
 ) -> MemberManifest | Failure:
     """The member's manifest (staged now, or by an earlier try for the same W and definition), or
     why it failed (its own error's first lines, or its failed sources)."""
-    existing = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
-    if existing is not None and spec.fits(existing):
+    existing = fit_manifest(spec, group, member)
+    if existing is not None:
         logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
         return existing
     failed_sources = [source for source in member.sources if source in failures]
@@ -164,7 +163,7 @@ def _compute(
     frame = collected(compute_python_member(spark, group, member, sources, context, columns),
                       spec.previous_snapshot(member.name))
     return stage_member_output(frame, spec.staging_root, member.name, spec.watermark, (), definition,
-                               reason=reason, resynced=resynced)
+                               reason=reason, resynced=resynced, inputs=staged_inputs(states))
 
 
 def _resynced_source(group: RefreshGroup, member: Member, staged: dict[str, MemberManifest]) -> str:

@@ -36,6 +36,7 @@ from airflow_provider_streambed.parquet_rows import (
     row_images,
     rows_at_positions,
 )
+from airflow_provider_streambed.refresh.work import fit_manifest
 from airflow_provider_streambed.staging import (
     DELETE_FILE_PATH,
     DELETE_ROW,
@@ -46,7 +47,6 @@ from airflow_provider_streambed.staging import (
 )
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
-from airflow_provider_streambed.staging.members import staged_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,13 @@ class SourceState:
     def files(self) -> SnapshotFiles:
         """The source's files at W."""
         return self.previous if self.staged is None else self.previous.then(self.staged)
+
+
+def staged_inputs(sources: Mapping[str, SourceState]) -> dict[str, str]:
+    """What a derived member computed from ``sources`` records of them
+    (:attr:`~airflow_provider_streambed.staging.records.MemberManifest.inputs`): each staged
+    source's output, by when it was written."""
+    return {name: source.staged.written_at for name, source in sources.items() if source.staged is not None}
 
 
 def whole_reason(name: str, source: SourceState) -> str | None:
@@ -234,7 +241,8 @@ def source_state(
             raise RefreshError(f"source {canonical!r} of member {member.name!r} is carried over but the spec "
                                "names no files of its previous snapshot")
         return SourceState(previous, None, columns, reshaped, key)
-    manifest = staged.get(canonical) or staged_manifest(spec.staging_root, canonical, spec.watermark)
+    manifest = staged.get(canonical) or fit_manifest(spec, group, group.member(canonical))
     if manifest is None:
-        raise RefreshError(f"source {canonical!r} of member {member.name!r} has no staged output for W; stage it first")
+        raise RefreshError(f"source {canonical!r} of member {member.name!r} has no output staged for W from its "
+                           "declaration; stage it first")
     return SourceState(previous, manifest, columns, reshaped, key)

@@ -51,6 +51,7 @@ from airflow_provider_streambed.refresh.member_sources import (
     basis_reason,
     changed_rows,
     live_rows,
+    staged_inputs,
 )
 from airflow_provider_streambed.refresh.merge_queries import quoted
 from airflow_provider_streambed.refresh.shape_record import recorded_shape
@@ -100,7 +101,8 @@ def stage_updated(settings: Settings, spec: JobSpec, member: SqlMember, sources:
     reason = f"its aggregates updated from the changes of {', '.join(member.sources)} in this process"
     logger.info("group=%s member=%s W=%s: %s", spec.group["name"], member.name, spec.watermark, reason)
     return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
-                               reason=reason, resynced=resynced, shape=spec.shapes[member.name])
+                               reason=reason, resynced=resynced, shape=spec.shapes[member.name],
+                               inputs=staged_inputs(sources))
 
 
 def updated_in_process(

@@ -51,7 +51,7 @@ from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.delta_rules import LOST, delta_reason, recomputed_groups
 from airflow_provider_streambed.refresh.incremental import Changes, incremental_basis
 from airflow_provider_streambed.refresh.member_shape import member_shape
-from airflow_provider_streambed.refresh.member_sources import SourceState
+from airflow_provider_streambed.refresh.member_sources import SourceState, staged_inputs
 from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
 from airflow_provider_streambed.refresh.sql_delta import updated_aggregates
 from airflow_provider_streambed.refresh.sql_delta_local import stage_updated
@@ -80,7 +80,7 @@ def stage_sql_member(
             logger.info("%s: %s", where, reason)
         output = collected(frame, spec.previous_snapshot(member.name))
         return stage_member_output(output, spec.staging_root, member.name, spec.watermark, (), definition,
-                                   reason=reason, resynced=resynced, shape=record)
+                                   reason=reason, resynced=resynced, shape=record, inputs=staged_inputs(sources))
 
     if member.incremental and (local := stage_updated(spark.conf, spec, member, sources, definition, resynced)):
         return local

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Member, Mirror, member_fields
-from airflow_provider_streambed.staging import JobSpec, TableCapture
+from airflow_provider_streambed.staging import JobSpec, MemberManifest, TableCapture
 from airflow_provider_streambed.staging.members import staged_manifest
 
 #: Snapshot summary property holding the digest of the member definition the snapshot was made from.
@@ -131,11 +131,25 @@ def members_to_compute(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str,
     Spark application still has to compute. Empty: start none."""
     group = RefreshGroup.from_dict(spec.group)
     wanted = {name.lower() for name in members}
-
-    def staged(name: str) -> bool:
-        found = staged_manifest(spec.staging_root, name, spec.watermark, definition_digest(group.member(name)))
-        return found is not None and spec.fits(found)
-
     return tuple(
-        name for name in spec.computed_members() if (not wanted or name.lower() in wanted) and not staged(name)
+        name for name in spec.computed_members()
+        if (not wanted or name.lower() in wanted) and fit_manifest(spec, group, group.member(name)) is None
     )
+
+
+def fit_manifest(spec: JobSpec, group: RefreshGroup, member: Member) -> MemberManifest | None:
+    """``member``'s output staged for the spec's W from its current declaration (and, when
+    incremental, on the previous snapshot the spec reads), which a retry reuses and its derived
+    members read; ``None`` when there is none.
+
+    A derived member's output fits only while each source output it was computed from
+    (:attr:`MemberManifest.inputs`) is still that source's fit output: a source computed again
+    between tries (its declaration edited) leaves its derived members to compute again too."""
+    found = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
+    if found is None or not spec.fits(found):
+        return None
+    for name, written_at in found.inputs.items():
+        source = fit_manifest(spec, group, group.member(name))
+        if source is None or source.written_at != written_at:
+            return None
+    return found

@@ -155,6 +155,7 @@ def stage_member_output(
     renamed: Mapping[str, str] | None = None,
     keep_empty: bool = False,
     shape: str = "",
+    inputs: Mapping[str, str] | None = None,
 ) -> MemberManifest:
     """Write ``frame`` (and ``deletes``) as Parquet under the member's directory, then its manifest.
 
@@ -172,7 +173,8 @@ def stage_member_output(
     columns renamed since its last cut (old name -> new). ``keep_empty`` keeps an incremental
     output's file without rows: it carries the member's columns, which publish evolves the table
     to (a mirror whose source columns changed while no row did). ``shape`` is an incremental SQL
-    member's query shape, recorded with its snapshot (:attr:`MemberManifest.shape`).
+    member's query shape, recorded with its snapshot (:attr:`MemberManifest.shape`); ``inputs`` a
+    derived member's sources' staged outputs it was computed from (:attr:`MemberManifest.inputs`).
     A stale manifest (another W) is removed first, so a crash while writing never leaves a
     manifest that names files of another W.
     """
@@ -211,6 +213,7 @@ def stage_member_output(
         source=dict(source or {}),
         renamed=dict(renamed or {}),
         shape=shape,
+        inputs=dict(inputs or {}),
     )
     write_json(member_manifest_uri(root, member), manifest.to_dict())
     logger.info("member=%s W=%s: staged rows=%d files=%d deleted rows=%d files=%d (%s)", member, watermark, rows,

@@ -226,6 +226,10 @@ class MemberManifest:
         renamed: a resynced mirror's columns renamed since the last cut (old name -> new).
         shape: an incremental SQL member's query shape, recorded with its snapshot for later
             runs (JSON, :mod:`airflow_provider_streambed.refresh.member_shape`; empty: none).
+        inputs: a derived member's sources' staged outputs it was computed from (source name ->
+            that output's ``written_at``; carried sources left out): a retry reuses the member's
+            output only while each is still its source's output for W
+            (:func:`~airflow_provider_streambed.refresh.work.fit_manifest`).
     """
 
     member: str
@@ -245,6 +249,7 @@ class MemberManifest:
     source: Mapping[str, str] = field(default_factory=dict)
     renamed: Mapping[str, str] = field(default_factory=dict)
     shape: str = ""
+    inputs: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -253,6 +258,7 @@ class MemberManifest:
         data["sizes"] = dict(self.sizes)
         data["source"] = dict(self.source)
         data["renamed"] = dict(self.renamed)
+        data["inputs"] = dict(self.inputs)
         return data
 
     @classmethod
@@ -276,6 +282,7 @@ class MemberManifest:
             source=dict(data.get("source", {})),
             renamed=dict(data.get("renamed", {})),
             shape=data.get("shape", ""),
+            inputs=dict(data.get("inputs", {})),
         )
 
 

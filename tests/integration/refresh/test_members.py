@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,9 +18,10 @@ from airflow_provider_streambed.exceptions import InvalidWatermarkError, Refresh
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row
-from tests.integration.refresh.jobs import stage_spec
+from tests.integration.refresh.jobs import read_files, stage_spec
 
 pytestmark = pytest.mark.slow
 
@@ -122,8 +124,31 @@ def test_one_member_at_a_time_needs_its_sources_staged_first(spark: SparkSession
     accounts.commit()
     captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
     spec = stage_spec(tmp_path, group, "r1", Lsn(accounts.lsn), captures)
-    with pytest.raises(RefreshError, match=r"member 'by_name': .*source 'accounts' of member 'by_name' has no staged"):
+    with pytest.raises(RefreshError, match=r"member 'by_name': .*source 'accounts' of member 'by_name' has no output"):
         run_job(spark, spec, ["by_name"])
     for name in ("accounts", "regions", "by_name", "totals"):
         assert set(run_job(spark, spec, [name])) == {name}
     assert read_member_manifest(spec.staging_root, "by_name") is not None
+
+
+def test_a_member_alone_never_reads_a_source_staged_from_another_declaration(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A retry of one member (a per-member Spark application) after its source's declaration
+    changed between tries: the source's staged output is stale until it is computed again."""
+    names = SqlMember("names", "SELECT name FROM by_name", sources=("by_name",))
+    accounts, regions = region_models(random.Random(6))
+    accounts.commit()
+    captures = [model.flush(tmp_path / model.name, model.name) for model in (accounts, regions)]
+    group = derived_group("derived", names)
+    spec = stage_spec(tmp_path, group, "r1", Lsn(accounts.lsn), captures)
+    run_job(spark, spec)
+    by_name = SqlMember("by_name", f"SELECT concat(name, '!') AS name FROM ({BY_NAME_SQL})", ("accounts", "regions"))
+    edited = replace(group, members=tuple(by_name if member.name == "by_name" else member for member in group.members))
+    spec = stage_spec(tmp_path, edited, "r1", Lsn(accounts.lsn), captures)
+    with pytest.raises(RefreshError, match=r"source 'by_name' of member 'names' has no output staged for W from its "
+                                           r"declaration"):
+        run_job(spark, spec, ["names"])
+    run_job(spark, spec, ["by_name"])
+    staged = run_job(spark, spec, ["names"])["names"]
+    assert sorted(row["name"] for row in read_files(SnapshotFiles(staged.files)).to_pylist()) == ["Alpha!", "Beta!"]

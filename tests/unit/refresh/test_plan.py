@@ -12,6 +12,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
 from airflow_provider_streambed.refresh import collect_member_manifests
 from airflow_provider_streambed.refresh.spec import check_spec
+from airflow_provider_streambed.refresh.work import definition_digest, fit_manifest, members_to_compute
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
 
 GROUP = RefreshGroup(
@@ -75,3 +76,21 @@ def test_collect_member_manifests_names_missing_members(tmp_path: Path) -> None:
     with pytest.raises(RefreshError, match=r"group 'shop', run 'run1', W=0/2000: members \['report', 'totals'\]"):
         collect_member_manifests(spec)
     assert collect_member_manifests(_spec(tmp_path, members=("orders",))) == {"orders": staged}
+
+
+def test_a_member_is_computed_again_when_a_source_it_was_computed_from_is(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+
+    def stage(name: str, written_at: str, **inputs: str) -> None:
+        manifest = MemberManifest(name, spec.watermark, (), 0, written_at=written_at,
+                                  definition=definition_digest(GROUP.member(name)), inputs=inputs)
+        assert MemberManifest.from_dict(manifest.to_dict()) == manifest
+        write_json(member_manifest_uri(spec.staging_root, name), manifest.to_dict())
+
+    stage("orders", "t1")
+    stage("totals", "t2", orders="t1")
+    stage("report", "t3", totals="t2")
+    assert members_to_compute(spec) == ()
+    stage("orders", "t4")  # computed again between tries (its declaration edited)
+    assert members_to_compute(spec) == ("report", "totals")  # and so is everything computed from it
+    assert fit_manifest(spec, GROUP, GROUP.member("orders")) is not None
