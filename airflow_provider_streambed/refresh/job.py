@@ -79,14 +79,15 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     captures = read_captures(spec, group)
     staged: dict[str, MemberManifest] = {}
     failures: dict[str, Failure] = {}
+    fits: dict[str, MemberManifest | None] = {}  # fit_manifest's answers, the members staged here included
 
     def attempt(member: Member) -> None:
         share_session(spark)
-        outcome = _attempt(spark, spec, group, member, captures, staged, failures)
+        outcome = _attempt(spark, spec, group, member, captures, staged, failures, fits)
         if isinstance(outcome, Failure):
             failures[member.name] = outcome
         else:
-            staged[member.name] = outcome
+            staged[member.name] = fits[member.name] = outcome
 
     mirrors = [member for member in ordered if isinstance(member, Mirror)]
     with ThreadPoolExecutor(max_workers=max(1, min(MIRROR_THREADS, len(mirrors)))) as pool:
@@ -110,10 +111,12 @@ def _attempt(
     captures: dict[str, TableCapture],
     staged: dict[str, MemberManifest],
     failures: dict[str, Failure],
+    fits: dict[str, MemberManifest | None],
 ) -> MemberManifest | Failure:
-    """The member's manifest (staged now, or by an earlier try for the same W and definition), or
-    why it failed (its own error's first lines, or its failed sources)."""
-    existing = fit_manifest(spec, group, member)
+    """The member's manifest (staged now, or by an earlier try when a retry may reuse it:
+    :func:`.work.fit_manifest`), or why it failed (its own error's first lines, or its failed
+    sources)."""
+    existing = fit_manifest(spec, group, member, fits)
     if existing is not None:
         logger.info("group=%s member=%s W=%s: already staged, skipped", group.name, member.name, spec.watermark)
         return existing

@@ -47,6 +47,7 @@ from airflow_provider_streambed.staging import (
 )
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
+from airflow_provider_streambed.staging.records import CARRIED
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +90,8 @@ class SourceState:
 def staged_inputs(sources: Mapping[str, SourceState]) -> dict[str, str]:
     """What a derived member computed from ``sources`` records of them
     (:attr:`~airflow_provider_streambed.staging.records.MemberManifest.inputs`): each staged
-    source's output, by when it was written."""
-    return {name: source.staged.written_at for name, source in sources.items() if source.staged is not None}
+    source's output by when it was written, or that it was carried over."""
+    return {name: CARRIED if source.staged is None else source.staged.written_at for name, source in sources.items()}
 
 
 def whole_reason(name: str, source: SourceState) -> str | None:

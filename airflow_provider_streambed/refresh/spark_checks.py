@@ -15,6 +15,9 @@ from pyspark.sql import functions as F
 
 #: Prefix of every message of a check failed inside a Spark job.
 FINAL_CHECK = "streambed final check: "
+#: How Spark (classic and Connect) states the error a ``raise_error`` raised: a plan printed in
+#: another error's message quotes the check's text, but never after this.
+_RAISED = "[USER_RAISED_EXCEPTION] "
 
 
 def final_check(message: str) -> Column:
@@ -23,5 +26,6 @@ def final_check(message: str) -> Column:
 
 
 def failed_final_check(error: BaseException) -> bool:
-    """Whether ``error`` (Spark's, as raised by an action) is a job failed by :func:`final_check`."""
-    return FINAL_CHECK in str(error)
+    """Whether ``error`` (Spark's, as raised by an action) is a job failed by :func:`final_check`
+    (not another error whose message prints a plan holding the check)."""
+    return _RAISED + FINAL_CHECK in str(error)

@@ -23,6 +23,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Member, Mirror, member_fields
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, TableCapture
 from airflow_provider_streambed.staging.members import staged_manifest
+from airflow_provider_streambed.staging.records import CARRIED
 
 #: Snapshot summary property holding the digest of the member definition the snapshot was made from.
 DEFINITION_PROPERTY = "streambed.definition"
@@ -126,30 +127,52 @@ def _whole_reason(member: Member, previous: PreviousMember | None) -> str | None
 
 
 def members_to_compute(spec: JobSpec, members: Sequence[str] = ()) -> tuple[str, ...]:
-    """The spec's computed members (or ``members`` of them) with no output staged for W from their
-    current definition (and, when incremental, on the previous snapshot the spec reads): what a
-    Spark application still has to compute. Empty: start none."""
+    """The spec's computed members (or ``members`` of them) with no output staged for W that a
+    retry may reuse (:func:`fit_manifest`): what a Spark application still has to compute. Empty:
+    start none."""
     group = RefreshGroup.from_dict(spec.group)
     wanted = {name.lower() for name in members}
+    fits: dict[str, MemberManifest | None] = {}
     return tuple(
         name for name in spec.computed_members()
-        if (not wanted or name.lower() in wanted) and fit_manifest(spec, group, group.member(name)) is None
+        if (not wanted or name.lower() in wanted) and fit_manifest(spec, group, group.member(name), fits) is None
     )
 
 
-def fit_manifest(spec: JobSpec, group: RefreshGroup, member: Member) -> MemberManifest | None:
-    """``member``'s output staged for the spec's W from its current declaration (and, when
-    incremental, on the previous snapshot the spec reads), which a retry reuses and its derived
-    members read; ``None`` when there is none.
+def fit_manifest(spec: JobSpec, group: RefreshGroup, member: Member,
+                 fits: dict[str, MemberManifest | None] | None = None) -> MemberManifest | None:
+    """``member``'s output staged for the spec's W that a retry reuses and its derived members
+    read, or ``None`` when there is none: staged from its current declaration, intact, on the
+    previous snapshot the spec reads (an incremental output), and, for a derived member, from its
+    sources as they are now (:meth:`MemberManifest.computed_from`): a source computed again
+    between tries (its declaration edited) leaves every member computed from it to compute again.
 
-    A derived member's output fits only while each source output it was computed from
-    (:attr:`MemberManifest.inputs`) is still that source's fit output: a source computed again
-    between tries (its declaration edited) leaves its derived members to compute again too."""
+    ``fits`` memoizes the answers by member name for one pass over the group (each answer reads
+    a manifest and checks its files)."""
+    if fits is not None and member.name in fits:
+        return fits[member.name]
     found = staged_manifest(spec.staging_root, member.name, spec.watermark, definition_digest(member))
-    if found is None or not spec.fits(found):
-        return None
-    for name, written_at in found.inputs.items():
-        source = fit_manifest(spec, group, group.member(name))
-        if source is None or source.written_at != written_at:
-            return None
+    if found is not None and (not spec.fits(found) or not _computed_from_sources(spec, group, member, found, fits)):
+        found = None
+    if fits is not None:
+        fits[member.name] = found
     return found
+
+
+def _computed_from_sources(spec: JobSpec, group: RefreshGroup, member: Member, found: MemberManifest,
+                           fits: dict[str, MemberManifest | None] | None) -> bool:
+    """Whether ``found`` (a derived member's staged output) was computed from its sources as they
+    are for this spec: carried over, or each one's reusable staged output."""
+    if not found.inputs:  # a mirror, or an output staged by an older release
+        return True
+    carried = {name.lower() for name in spec.carried}
+    sources: dict[str, str] = {}
+    for name in member.sources:
+        source = group.member(name)
+        if source.name.lower() in carried:
+            sources[name] = CARRIED
+        elif (staged := fit_manifest(spec, group, source, fits)) is not None:
+            sources[name] = staged.written_at
+        else:
+            return False
+    return found.computed_from(sources)

@@ -2,8 +2,9 @@
 
 A member's output lives in ``<staging root>/<member>/data/``; its :class:`MemberManifest` is
 written last, with every file's size, so a manifest that exists names complete files. A retry
-skips every member whose manifest exists for the same W and whose files are intact
-(:func:`damage`: none truncated, none missing unless a publish moved it). This module imports
+skips a member whose manifest exists for the same W and declaration, with its files intact
+(:func:`damage`: none truncated, none missing unless a publish moved it), and, for a derived
+member, its sources' outputs unchanged (:attr:`MemberManifest.inputs`). This module imports
 pyspark only for type hints, so the Airflow face can call :func:`collect_member_manifests`
 without Spark.
 """
@@ -30,7 +31,7 @@ from airflow_provider_streambed.staging.paths import (
     member_manifest_uri,
     publishing_marker_uri,
 )
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest
+from airflow_provider_streambed.staging.records import CARRIED, DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -68,9 +69,9 @@ def staged_manifest(
 ) -> MemberManifest | None:
     """The member's manifest if it was staged for ``watermark`` (and from ``definition``, when given).
 
-    A retry skips a member whose manifest this returns; output computed from another declaration
-    of the member (edited between tries), or whose files are damaged (:func:`damage`), is
-    computed again.
+    Output computed from another declaration of the member (edited between tries), or whose
+    files are damaged (:func:`damage`), is computed again. What a retry reuses is decided by
+    :func:`~airflow_provider_streambed.refresh.work.fit_manifest` on top of this.
     """
     manifest = read_member_manifest(root, member)
     if manifest is None or manifest.watermark != watermark:
@@ -261,7 +262,8 @@ def collect_member_manifests(spec: JobSpec) -> dict[str, MemberManifest]:
     """The manifest staged for the spec's W of every member the spec computes (carried ones have none).
 
     Raises:
-        RefreshError: some members have no manifest for W; the message names them.
+        RefreshError: some members have no manifest for W, or were computed from a source's output
+            that was staged again since (its refresh task cleared alone); the message names them.
     """
     names = spec.computed_members()
     found: dict[str, MemberManifest] = {}
@@ -277,4 +279,25 @@ def collect_member_manifests(spec: JobSpec) -> dict[str, MemberManifest]:
             f"group {spec.group['name']!r}, run {spec.run_key!r}, W={spec.watermark}: "
             f"members {missing} have no staged output"
         )
+    if outdated := _computed_from_older_sources(spec, found):
+        raise RefreshError(
+            f"group {spec.group['name']!r}, run {spec.run_key!r}, W={spec.watermark}: members {outdated} were "
+            "computed from source outputs staged again since; clear their refresh tasks (or the refresh step) to "
+            "compute them again"
+        )
     return found
+
+
+def _computed_from_older_sources(spec: JobSpec, found: Mapping[str, MemberManifest]) -> list[str]:
+    """The members whose staged output (in ``found``) was computed from another output of a source
+    than the one ``found`` holds now, or from a source now carried over (sources outside ``found``
+    and not carried are not judged here)."""
+    by_name = {name.lower(): manifest for name, manifest in found.items()}
+    carried = {name.lower() for name in spec.carried}
+
+    def now(source: str, recorded: str) -> str:
+        staged = by_name.get(source.lower())
+        return staged.written_at if staged is not None else CARRIED if source.lower() in carried else recorded
+
+    return sorted(name for name, manifest in found.items() if not manifest.computed_from(
+        {source: now(source, recorded) for source, recorded in manifest.inputs.items()}))

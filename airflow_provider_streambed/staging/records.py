@@ -192,6 +192,10 @@ class SnapshotFiles:
         return SnapshotFiles(self.data + manifest.files, self.deletes + manifest.delete_files, self.copies)
 
 
+#: What :attr:`MemberManifest.inputs` records of a source carried over: its previous snapshot.
+CARRIED = "carried"
+
+
 @dataclass(frozen=True, slots=True)
 class MemberManifest:
     """A member's staged output for one run; written last in ``<root>/<member>/``.
@@ -226,10 +230,10 @@ class MemberManifest:
         renamed: a resynced mirror's columns renamed since the last cut (old name -> new).
         shape: an incremental SQL member's query shape, recorded with its snapshot for later
             runs (JSON, :mod:`airflow_provider_streambed.refresh.member_shape`; empty: none).
-        inputs: a derived member's sources' staged outputs it was computed from (source name ->
-            that output's ``written_at``; carried sources left out): a retry reuses the member's
-            output only while each is still its source's output for W
-            (:func:`~airflow_provider_streambed.refresh.work.fit_manifest`).
+        inputs: what a derived member's output was computed from, by source: that source's
+            staged output (its ``written_at``) or :data:`CARRIED` (its previous snapshot); empty
+            for a mirror, or staged by an older release. A retry reuses the output only while its
+            sources are still the same (:meth:`computed_from`).
     """
 
     member: str
@@ -250,6 +254,12 @@ class MemberManifest:
     renamed: Mapping[str, str] = field(default_factory=dict)
     shape: str = ""
     inputs: Mapping[str, str] = field(default_factory=dict)
+
+    def computed_from(self, sources: Mapping[str, str]) -> bool:
+        """Whether this output was computed from ``sources`` (as :attr:`inputs` records them: each
+        source's staged output's ``written_at``, or :data:`CARRIED`); ``True`` when it records
+        nothing (:attr:`inputs`)."""
+        return not self.inputs or dict(self.inputs) == dict(sources)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

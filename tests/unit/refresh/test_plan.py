@@ -14,6 +14,7 @@ from airflow_provider_streambed.refresh import collect_member_manifests
 from airflow_provider_streambed.refresh.spec import check_spec
 from airflow_provider_streambed.refresh.work import definition_digest, fit_manifest, members_to_compute
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
+from airflow_provider_streambed.staging.records import CARRIED
 
 GROUP = RefreshGroup(
     "shop",
@@ -89,8 +90,26 @@ def test_a_member_is_computed_again_when_a_source_it_was_computed_from_is(tmp_pa
 
     stage("orders", "t1")
     stage("totals", "t2", orders="t1")
+    assert fit_manifest(spec, GROUP, GROUP.member("totals")) is not None
     stage("report", "t3", totals="t2")
     assert members_to_compute(spec) == ()
     stage("orders", "t4")  # computed again between tries (its declaration edited)
     assert members_to_compute(spec) == ("report", "totals")  # and so is everything computed from it
     assert fit_manifest(spec, GROUP, GROUP.member("orders")) is not None
+    stage("totals", "t5", orders="t4")
+    assert members_to_compute(spec) == ("report",)
+    carried = _spec(tmp_path, carried={"orders": "no changes"})  # a source carried now, staged when computed
+    assert members_to_compute(carried) == ("report", "totals")
+    stage("totals", "t6", orders=CARRIED)
+    assert members_to_compute(carried) == ("report",)
+
+
+def test_publish_refuses_a_member_computed_from_a_source_output_staged_again_since(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    for name, written_at, inputs in (("orders", "t4", {}), ("totals", "t2", {"orders": "t1"}),
+                                     ("report", "t3", {"totals": "t2"})):
+        write_json(member_manifest_uri(spec.staging_root, name),
+                   MemberManifest(name, spec.watermark, (), 0, written_at=written_at, inputs=inputs).to_dict())
+    with pytest.raises(RefreshError, match=r"members \['totals'\] were computed from source outputs staged again"):
+        collect_member_manifests(spec)
+    assert set(collect_member_manifests(_spec(tmp_path, members=("totals", "report")))) == {"totals", "report"}
