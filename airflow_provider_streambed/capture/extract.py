@@ -26,9 +26,9 @@ change with an unchanged TOASTed value cannot be resolved by the merge: give suc
 ``REPLICA IDENTITY FULL``. PostgreSQL marks a partitioned table's old rows whole (``O``) by the
 partitioned table's identity but logs them by the partition's, which ``ALTER TABLE ... REPLICA
 IDENTITY`` on the partitioned table does not change: they are taken as whole only when every
-partition is FULL (:attr:`.source.SourceTable.leaves_full`, read when the run begins), and a
-partitioned table's deletes carry no rows (a partition's identity may have changed during the
-run, unseen).
+partition is FULL (:attr:`.source.SourceTable.leaves_full`, read when the run begins). Whether a
+partitioned table's changes carried their old rows over the whole run is decided after the pin of
+W (:func:`.run._old_rows_held`): a partition's identity may have changed during the run.
 
 The changes of a member added this run whose copy already holds their transaction (by Begin's
 xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and counted.
@@ -119,7 +119,6 @@ class _Target:
     read_new: Callable[[bytes, int], list[Value]]
     keyless: bool = False
     copy: CopyFilter | None = None  # a member added this run: drops what its copy holds
-    partitioned: bool = False  # rows in deletes: plain tables only (a partition's identity may change unseen)
     whole_rows: bool = True  # an old row marked whole (``O``) is whole: a plain table, or every partition FULL
 
 
@@ -177,7 +176,7 @@ class ChangeStream:
                 if target.keyless and (data[5] != _OLD or not target.whole_rows):
                     raise self._not_full(target)
                 old = read_tuple(data, 6)[0]
-                if data[5] != _OLD or target.partitioned or UNCHANGED_TOAST in old:
+                if data[5] != _OLD or not target.whole_rows or UNCHANGED_TOAST in old:
                     self.without_old_images.add(target.member)
                 self._add(target, OP_DELETE, old)
         else:
@@ -235,8 +234,7 @@ class ChangeStream:
         names = [column.name for column in relation.columns]
         keys = tuple(names.index(k) for k in table.key_columns if k in names)
         self._targets[relation.oid] = _Target(member, log, keys, tuple_reader(len(names)), table.keyless,
-                                              self.copies.get(member), partitioned=bool(table.storage),
-                                              whole_rows=table.leaves_full)
+                                              self.copies.get(member), whole_rows=table.leaves_full)
 
     @staticmethod
     def _dropped(target: _Target) -> bool:
@@ -260,7 +258,7 @@ class ChangeStream:
                 self._add(target, OP_DELETE, whole)
                 self._add(target, OP_UPDATE, new)
             return
-        if whole is not None and UNCHANGED_TOAST not in whole and not target.partitioned:
+        if whole is not None and UNCHANGED_TOAST not in whole:
             self._add(target, OP_DELETE, whole)  # the whole old row: a key change's delete too
         else:
             self.without_old_images.add(target.member)

@@ -58,6 +58,9 @@ class LastCutMirror:
         columns: its columns, with the Arrow types Iceberg reads them as.
         storage: its source table's partitions when that snapshot was captured (empty: a plain
             table, or recorded by an older release; not compared).
+        leaves: its source table's partitions' replica identities then, when they held through
+            that run (:attr:`~airflow_provider_streambed.staging.TableCapture.leaves`; empty: a
+            plain table, they changed, or recorded by an older release).
         identity: what named one of its rows then (``key:<columns>`` or ``keyless``; empty: an
             append-only table, or recorded by an older release; not compared).
         attnums: each column's ``attnum`` by name then (empty: recorded by an older release;
@@ -74,6 +77,7 @@ class LastCutMirror:
     attnums: Mapping[str, int] = field(default_factory=dict)
     names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     retired: frozenset[str] = frozenset()
+    leaves: str = ""
 
     @classmethod
     def of(
@@ -85,7 +89,8 @@ class LastCutMirror:
         column names (``names``, ``retired``)."""
         attnums = json.loads(source["attnums"]) if source.get("attnums") else {}
         return cls(columns, source.get("storage", ""), source.get("identity", ""),
-                   {str(name): int(attnum) for name, attnum in attnums.items()}, dict(names or {}), frozenset(retired))
+                   {str(name): int(attnum) for name, attnum in attnums.items()}, dict(names or {}), frozenset(retired),
+                   source.get("leaves", ""))
 
     @property
     def field_ids(self) -> dict[str, int]:

@@ -42,7 +42,7 @@ from airflow_provider_streambed.capture.slot import (
     slot_position,
     warn_retention,
 )
-from airflow_provider_streambed.capture.source import SourceTable, table_storage
+from airflow_provider_streambed.capture.source import SourceTable, table_partitions
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
@@ -216,29 +216,41 @@ def _resyncs(
     return reasons
 
 
-def _check_partitions_held(conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]) -> None:
-    """Check that no partitioned table's partitions changed between its description and the pin of W.
+def _check_partitions_held(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]
+) -> dict[str, str]:
+    """Check that no partitioned table's partitions changed between its description and the pin of
+    W, and return, by member, each one's partitions' identities (:attr:`.SourceTable.leaves`) when
+    they held too (else empty: one changed meanwhile).
 
     Raises:
         SchemaChangeError: (final) one did: a partition attached, detached, dropped or truncated
             then is in no change record before W, so this run cannot publish the table exactly;
             the next run compares it with the last cut and copies it again.
     """
+    held = {}
     for member, table in tables.items():
-        if table.storage and table_storage(conn, table.oid) != table.storage:
+        if not table.storage:
+            continue
+        storage, leaves = table_partitions(conn, table.oid)
+        held[member] = table.leaves if leaves == table.leaves else ""
+        if storage != table.storage:
             raise SchemaChangeError(
                 f"group {group.name!r}, member {member!r}: the partitions of source table {table.qualified_name} "
                 "changed while the run captured it (a partition attached, detached, dropped or truncated), which no "
                 "change record before W holds; this run cannot publish it exactly: the next run copies it again"
             )
+    return held
 
 
 def _table_captures(
     tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult,
-    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror],
+    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror], leaves: Mapping[str, str],
 ) -> tuple[TableCapture, ...]:
     """Per member: its extracted changelog files, its bootstrap copy (if any), why it was resynced,
-    and how its columns changed since the last cut (renamed, older names, reshaped)."""
+    how its columns changed since the last cut (renamed, older names, reshaped), and whether its
+    changes carried their old rows (:func:`_old_rows_held`); ``leaves`` are the partitioned
+    tables' partitions' identities that held until after the pin of W."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -252,18 +264,30 @@ def _table_captures(
             keyless=table.keyless,
             files=extracted.files[member],
             changes=extracted.changes[member],
-            old_images=extracted.old_images.get(member, False),
+            old_images=extracted.old_images.get(member, False) and _old_rows_held(table, leaves.get(member, ""), last),
             field_ids=last.field_ids if last is not None else {},
             copy_files=copy.files if copy else (),
             copied_rows=copy.rows if copy else 0,
             resynced=resynced.get(member, ""),
             storage=table.storage,
+            leaves=leaves.get(member, ""),
             attnums=dict(zip(table.columns, table.attnums, strict=False)),
             renamed=renamed_columns(table, last) if last is not None else {},
             aliases=column_aliases(table, last) if last is not None else {},
             reshaped=last is not None and reshaped(table, last),
         ))
     return tuple(captures)
+
+
+def _old_rows_held(table: SourceTable, leaves: str, last: LastCutMirror | None) -> bool:
+    """Whether the old rows a table's changes mark whole (``O``) were whole over the run's whole
+    range: always for a plain table (PostgreSQL marks them by its own identity, change by change).
+    A partitioned table's are marked by its identity but logged by each partition's: whole when
+    every partition was FULL and no partition's identity changed from the last cut's reading
+    (taken when that run began, and held past its W) until after this run's W (``leaves``)."""
+    if not table.storage:
+        return True
+    return table.leaves_full and bool(leaves) and last is not None and last.leaves == leaves
 
 
 def capture_run(
@@ -333,7 +357,7 @@ def capture_run(
         conn, ledger, group, run_key, explicit_watermark=settings.explicit_watermark,
         flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
-    _check_partitions_held(conn, group, tables)
+    leaves = _check_partitions_held(conn, group, tables)
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:
@@ -353,7 +377,7 @@ def capture_run(
         )
     if extracted.newest_commit_at is not None:
         ledger.record_newest_commit(group.name, run_key, extracted.newest_commit_at)
-    captures = _table_captures(tables, copies, extracted, resynced, previous or {})
+    captures = _table_captures(tables, copies, extracted, resynced, previous or {}, leaves)
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)
     write_json(uri, manifest.to_dict())

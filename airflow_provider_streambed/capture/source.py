@@ -41,6 +41,15 @@ _STORAGE = """CASE WHEN c.relkind = 'p' THEN (SELECT string_agg(p.oid || ':' || 
 _LEAVES_FULL = """CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(bool_and(p.relreplident = 'f'), true)
           FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf) END"""
 
+#: A partitioned table's leaf partitions' replica identities (of ``pg_class c``) as a text:
+#: ``oid:relreplident:xmin`` of each, by OID; null for a plain table. ``ALTER TABLE ... REPLICA
+#: IDENTITY`` that changes a partition's identity updates its ``pg_class`` row, whose ``xmin`` then
+#: never comes back (freezing keeps it): two equal readings mean no partition's identity changed
+#: in between (any other update of the row, a GRANT or a rename, reads as one too).
+_LEAVES = """CASE WHEN c.relkind = 'p' THEN (SELECT string_agg(p.oid || ':' || p.relreplident::text || ':'
+          || p.xmin::text, ',' ORDER BY p.oid) FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid
+          WHERE t.isleaf) END"""
+
 _TABLE_QUERY = """
 SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
        (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a
@@ -67,7 +76,8 @@ SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
            AND (a.atthasmissing OR a.atthasdef)) AS filled,
        current_user::text,
        """ + _STORAGE + """ AS storage,
-       """ + _LEAVES_FULL + """ AS leaves_full
+       """ + _LEAVES_FULL + """ AS leaves_full,
+       """ + _LEAVES + """ AS leaves
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
 """
@@ -99,6 +109,9 @@ class SourceTable:
             which a rename keeps.
         leaves_full: every leaf partition of a partitioned table has ``REPLICA IDENTITY FULL``
             (true for a plain table): only then are its old rows marked whole (``O``) whole.
+        leaves: of a partitioned table, its leaf partitions' identities (``oid:relreplident:xmin``
+            of each): equal readings mean no partition's identity changed in between; empty for
+            a plain table.
     """
 
     member: str
@@ -112,6 +125,7 @@ class SourceTable:
     storage: str = ""
     attnums: tuple[int, ...] = ()
     leaves_full: bool = True
+    leaves: str = ""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -176,7 +190,7 @@ def describe_table(
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
     (oid, identity, persistence, names, types, modifiers, attnums, primary_key, deferrable, identity_index, unreadable,
-     filled, role, storage, leaves_full) = row
+     filled, role, storage, leaves_full, leaves) = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -226,13 +240,14 @@ def describe_table(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
     return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless,
-                       storage or "", tuple(attnums or ()), leaves_full is not False)
+                       storage or "", tuple(attnums or ()), leaves_full is not False, leaves or "")
 
 
-def table_storage(conn: psycopg.Connection[Any], oid: int) -> str:
-    """A table's storage now, as :attr:`SourceTable.storage` gives it (empty: a plain table, or gone)."""
-    row = conn.execute(f"SELECT {_STORAGE} FROM pg_class c WHERE c.oid = %s", (oid,)).fetchone()
-    return "" if row is None or row[0] is None else str(row[0])
+def table_partitions(conn: psycopg.Connection[Any], oid: int) -> tuple[str, str]:
+    """A table's :attr:`SourceTable.storage` and :attr:`SourceTable.leaves` now (empty: a plain
+    table, or gone)."""
+    row = conn.execute(f"SELECT {_STORAGE}, {_LEAVES} FROM pg_class c WHERE c.oid = %s", (oid,)).fetchone()
+    return ("", "") if row is None else (row[0] or "", row[1] or "")
 
 
 def slot_exists(conn: psycopg.Connection[Any], group: RefreshGroup) -> bool:

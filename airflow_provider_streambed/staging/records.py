@@ -58,6 +58,10 @@ class TableCapture:
         storage: the table's storage when the run began (``oid:relfilenode`` of each leaf
             partition of a partitioned table), recorded with the mirror's snapshot: the next run
             compares it.
+        leaves: a partitioned table's partitions' replica identities when the run began, when they
+            held until after the pin of W (:attr:`.capture.source.SourceTable.leaves`; empty
+            otherwise), recorded with the mirror's snapshot: the next run's deletes carry their
+            rows only when its reading equals it.
         attnums: each column's ``attnum`` by name when the run began (a column's identity).
         renamed: the columns renamed since the last cut (old name -> new): publish renames them,
             keeping their field ids.
@@ -66,9 +70,10 @@ class TableCapture:
         reshaped: the table's columns differ from its mirror's in the last cut (dropped, renamed,
             added, widened): the cut evolves the mirror's schema even without a change of its rows.
         old_images: (a keyed table) every update and delete in ``files`` carries the row's whole
-            old image (``REPLICA IDENTITY FULL`` on a plain table): an update is written as a
-            delete of its old image followed by its new image, so the first change in a run of a
-            key the previous cut holds is a delete of that row.
+            old image (``REPLICA IDENTITY FULL``, on every partition of a partitioned table since
+            the last cut): an update is written as a delete of its old image followed by its new
+            image, so the first change in a run of a key the previous cut holds is a delete of
+            that row.
         field_ids: each column's Iceberg field id in the mirror's last cut, by name (empty: no
             cut yet); the position deletes' rows carry them.
     """
@@ -85,6 +90,7 @@ class TableCapture:
     keyless: bool = False
     resynced: str = ""
     storage: str = ""
+    leaves: str = ""
     attnums: Mapping[str, int] = field(default_factory=dict)
     renamed: Mapping[str, str] = field(default_factory=dict)
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -113,8 +119,8 @@ class TableCapture:
 
     def source_record(self) -> dict[str, str]:
         """What the next capture compares the table with, recorded with the mirror's snapshot:
-        ``storage``, ``identity`` and ``attnums`` (JSON), the empty ones left out."""
-        record = {"storage": self.storage, "identity": self.identity,
+        ``storage``, ``leaves``, ``identity`` and ``attnums`` (JSON), the empty ones left out."""
+        record = {"storage": self.storage, "leaves": self.leaves, "identity": self.identity,
                   "attnums": json.dumps(dict(self.attnums)) if self.attnums else ""}
         return {name: value for name, value in record.items() if value}
 

@@ -7,14 +7,16 @@ import threading
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.capture import copy as copy_module
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
+from airflow_provider_streambed.capture.resyncs import LastCutMirror
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.exceptions import WatermarkError
 from airflow_provider_streambed.ledger import Ledger
-from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX
+from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, TableCapture
 from tests.integration.capture.conftest import (
     Row,
     apply_changes,
@@ -52,6 +54,49 @@ def test_a_partitioned_table_is_copied_in_ranges_and_its_partitions_changes_capt
     assert second.manifest.tables[0].changes >= 4
     apply_changes(state, read_changes(second.manifest, "pt"), ("id",))
     assert state == table_state(source, "pt", ("id",))
+
+
+def test_a_partitioned_tables_changes_carry_old_rows_while_no_partitions_identity_changed(
+    source: Conn, ledger: Ledger, warehouse: str
+) -> None:
+    """Old rows marked whole are logged by each partition's identity: the capture promises them
+    (``old_images``) only when every partition was FULL with no identity changed since the last
+    cut (as its snapshot recorded them) until after W."""
+    source.execute("CREATE TABLE pf (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)")
+    source.execute("CREATE TABLE pf_low PARTITION OF pf FOR VALUES FROM (0) TO (100)")
+    source.execute("CREATE TABLE pf_high PARTITION OF pf FOR VALUES FROM (100) TO (1000)")
+    for table in ("pf", "pf_low", "pf_high"):
+        source.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+    source.execute("INSERT INTO pf SELECT g, 'v' || g FROM generate_series(0, 199) g")
+    group = make_group("pf")
+    columns = pa.schema([pa.field("id", pa.int32()), pa.field("v", pa.string())])
+    state: dict[tuple[Any, ...], Row] = {}
+    last: dict[str, LastCutMirror] = {}
+
+    def run(key: str) -> TableCapture:
+        result = capture_run(source, group, ledger, key, warehouse, previous=last)
+        assert isinstance(result, CaptureResult)
+        apply_changes(state, read_changes(result.manifest, "pf"), ("id",))
+        assert state == table_state(source, "pf", ("id",)), key
+        publish(source, ledger, group, result)
+        captured = result.manifest.tables[0]
+        last["pf"] = LastCutMirror.of(columns, captured.source_record())
+        return captured
+
+    first = run("r1")
+    assert first.leaves.count(":f:") == 2
+    source.execute("UPDATE pf SET v = 'x' WHERE id IN (5, 150)")
+    source.execute("DELETE FROM pf WHERE id = 151")
+    assert run("r2").old_images
+    source.execute("ALTER TABLE pf_low REPLICA IDENTITY DEFAULT")
+    source.execute("DELETE FROM pf WHERE id = 6")  # its old row logged with the key only, marked whole
+    source.execute("UPDATE pf SET id = 6 WHERE id = 9")  # a key change: the same
+    source.execute("ALTER TABLE pf_low REPLICA IDENTITY FULL")  # FULL again when the run begins
+    source.execute("UPDATE pf SET v = 'y' WHERE id = 152")
+    third = run("r3")
+    assert not third.old_images and third.leaves.count(":f:") == 2
+    source.execute("UPDATE pf SET v = 'z' WHERE id IN (7, 153)")
+    assert run("r4").old_images  # the identities held since the last cut read them
 
 
 def test_dml_kinds_toast_and_nulls_replay_to_the_source_state(source: Conn, ledger: Ledger, warehouse: str) -> None:

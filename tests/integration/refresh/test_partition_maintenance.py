@@ -9,6 +9,7 @@ partitions and another mirror keeps merging.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from airflow_provider_streambed.ledger.claims import settle_failure
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read import CutReader
 from tests.integration.refresh.cuts import Cuts, cuts_of
+from tests.integration.refresh.deletes import delete_files_with_images
 
 pytestmark = pytest.mark.slow
 
@@ -104,3 +106,45 @@ def test_a_partition_truncated_while_the_run_captures_fails_it_finally_and_the_n
     assert settle_failure(cuts.ledger, GROUP.name, "run2", failed.value, will_retry=True)  # final: released
     third = cuts.publish("run3")
     assert rows(cuts, third.cut_id, "readings") == source(cuts, "readings")
+
+
+def test_a_partitioned_full_tables_deletes_carry_rows_while_no_partitions_identity_changes(
+    cuts: Cuts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under REPLICA IDENTITY FULL on every partition, the merge writes the removed rows in the
+    position deletes (the change feed reads them there); not for a run during which a
+    partition's identity changed, nor for the run after it (its reading is not recorded)."""
+    for table in ("readings", "readings_2024", "readings_2025", "readings_2026"):
+        cuts.conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+    cuts.conn.execute("INSERT INTO readings SELECT s, d::date, s FROM generate_series(4, 100) s, "
+                      "generate_series('2024-06-01'::date, '2026-06-01'::date, '3 months') d")  # no compaction
+    reader = CutReader(cuts.catalog, GROUP.name)
+    published = [cuts.publish("run1")]
+
+    def update(site: int) -> list[tuple[Any, ...]]:
+        old = sorted(cuts.conn.execute("SELECT * FROM readings WHERE site = %s", (site,)).fetchall())
+        cuts.conn.execute("UPDATE readings SET value = value + 1 WHERE site = %s", (site,))  # every partition
+        return old
+
+    def publish(run_key: str, site: int) -> Counter[bool]:
+        old = update(site)
+        published.append(cuts.publish(run_key))
+        later, earlier = reader.get(published[-1].cut_id), reader.get(published[-2].cut_id)
+        assert rows(cuts, later.cut_id, "readings") == source(cuts, "readings")
+        removed = later.changes_since(earlier)["readings"].removed
+        assert sorted(tuple(row.values()) for row in removed.to_pylist()) == old
+        return delete_files_with_images(later, "readings")
+
+    assert publish("run2", 1) == Counter({True: 1})
+    pin = capture_run_module.pin_watermark
+
+    def change_an_identity_then_pin(*args: Any, **kwargs: Any) -> Any:
+        cuts.conn.execute("ALTER TABLE readings_2025 REPLICA IDENTITY DEFAULT")  # after the description
+        cuts.conn.execute("ALTER TABLE readings_2025 REPLICA IDENTITY FULL")
+        return pin(*args, **kwargs)
+
+    monkeypatch.setattr(capture_run_module, "pin_watermark", change_an_identity_then_pin)
+    assert publish("run3", 2) == Counter({True: 1, False: 1})
+    monkeypatch.undo()
+    assert publish("run4", 3) == Counter({True: 1, False: 2})  # run 3 recorded no reading to compare with
+    assert publish("run5", 1) == Counter({True: 2, False: 2})
