@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +35,7 @@ from airflow_provider_streambed.parquet_rows import (
     row_images,
     rows_at_positions,
 )
+from airflow_provider_streambed.refresh.settings import Settings
 from airflow_provider_streambed.refresh.work import fit_manifest
 from airflow_provider_streambed.staging import (
     DELETE_FILE_PATH,
@@ -53,13 +53,6 @@ logger = logging.getLogger(__name__)
 
 #: Spark configuration: ``false`` computes every incremental member whole (a full refresh of them).
 INCREMENTAL_CONF = "spark.streambed.incrementalMembers"
-
-
-class Settings(Protocol):
-    """Spark configuration to read a setting from: a session's (``spark.conf``) or the refresh's
-    own (a ``dict``, in the refresh task before any Spark application)."""
-
-    def get(self, key: str, default: str, /) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,6 @@ from airflow_provider_streambed.refresh.delta_rules import (
     has_extremes,
 )
 from airflow_provider_streambed.refresh.member_sources import (
-    Settings,
     SourceState,
     basis_reason,
     changed_rows,
@@ -54,6 +53,7 @@ from airflow_provider_streambed.refresh.member_sources import (
     staged_inputs,
 )
 from airflow_provider_streambed.refresh.merge_queries import quoted
+from airflow_provider_streambed.refresh.settings import Settings
 from airflow_provider_streambed.refresh.shape_record import recorded_shape
 from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
 from airflow_provider_streambed.staging import JobSpec, MemberManifest

@@ -1,0 +1,12 @@
+"""The provider's own Spark settings (``spark.streambed.*``), read from wherever they are set."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Settings(Protocol):
+    """Spark configuration to read a setting from: a session's (``spark.conf``) or the refresh's
+    own (a ``dict``, in the refresh task before any Spark application)."""
+
+    def get(self, key: str, default: str, /) -> str | None: ...
