@@ -41,7 +41,8 @@ from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
 from airflow_provider_streambed.refresh.in_process import stage_in_process
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.settings import switched_on
 from airflow_provider_streambed.refresh.work import members_to_compute
 from airflow_provider_streambed.retention.maintenance import apply_retention_after_publish
 from airflow_provider_streambed.retention.plan import publish_expiry
@@ -219,7 +220,7 @@ def refresh(
             logger.info("group=%s W=%s cut=%d: member %s carried over (%s)", run.group.name, spec.watermark,
                         spec.cut_number, name, spec.carried[name])
     stage_unchanged_copies(spec)
-    if in_process_enabled((spark_conf or {}).get(IN_PROCESS_MERGE_CONF, "true")):
+    if switched_on(spark_conf or {}, IN_PROCESS_MERGE_CONF):
         stage_in_process(spec, members, spark_conf)  # members computed here need no Spark application
     for application in applications(run.group, spec, members, per_member=application_per_member):
         logger.info("group=%s run=%s W=%s cut=%d: computing %s", run.group.name, run.run_key, spec.watermark,

@@ -33,9 +33,10 @@ from airflow_provider_streambed.refresh.members import (
 )
 from airflow_provider_streambed.refresh.mirror import merge_mirror
 from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, in_process_enabled, merge_in_process
+from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, merge_in_process
 from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
 from airflow_provider_streambed.refresh.session import build_session, quiet_py4j, share_session
+from airflow_provider_streambed.refresh.settings import switched_on
 from airflow_provider_streambed.refresh.spark_checks import failed_final_check
 from airflow_provider_streambed.refresh.spec import check_spec, read_captures
 from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
@@ -182,7 +183,7 @@ def _resynced_source(group: RefreshGroup, member: Member, staged: dict[str, Memb
 def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
     """The mirror's merge: in this process when it can be (:mod:`.mirror_local`, unless the
     session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
-    local = in_process_enabled(spark.conf.get(IN_PROCESS_MERGE_CONF, "true"))
+    local = switched_on(spark.conf, IN_PROCESS_MERGE_CONF)
     return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
 
 

@@ -35,7 +35,7 @@ from airflow_provider_streambed.parquet_rows import (
     row_images,
     rows_at_positions,
 )
-from airflow_provider_streambed.refresh.settings import Settings
+from airflow_provider_streambed.refresh.settings import Settings, switched_on
 from airflow_provider_streambed.refresh.work import fit_manifest
 from airflow_provider_streambed.staging import (
     DELETE_FILE_PATH,
@@ -209,7 +209,7 @@ def _read_files(files: Sequence[tuple[str, RowsOf]], columns: FileColumns | None
 def basis_reason(settings: Settings, spec: JobSpec, member: str, sources: Mapping[str, SourceState]) -> str | None:
     """Why member ``member`` must be computed whole this run (its output in the previous cut and
     its sources' changes are no basis for it), or ``None`` when they are."""
-    if str(settings.get(INCREMENTAL_CONF, "true")).strip().lower() == "false":
+    if not switched_on(settings, INCREMENTAL_CONF):
         return f"{INCREMENTAL_CONF} is false (a full refresh)"
     if member not in spec.incremental:
         return "no previous output of its definition (its first cut, or its definition changed)"

@@ -110,11 +110,6 @@ DELETE_SCHEMA = pa.schema([
 ])
 
 
-def in_process_enabled(setting: object) -> bool:
-    """Whether the value of :data:`IN_PROCESS_MERGE_CONF` (``true`` when unset) lets mirrors merge in-process."""
-    return str(setting).strip().lower() != "false"
-
-
 def merge_in_process(source: MirrorInput) -> LocalMirrorOutput | None:
     """The mirror's changes to its previous snapshot, merged here; ``None`` when Spark must merge
     (see the module's documentation; the reason is logged)."""

@@ -10,3 +10,8 @@ class Settings(Protocol):
     own (a ``dict``, in the refresh task before any Spark application)."""
 
     def get(self, key: str, default: str, /) -> str | None: ...
+
+
+def switched_on(settings: Settings, key: str) -> bool:
+    """Whether the on/off setting ``key`` is on: it is unless set to ``false`` (any case)."""
+    return str(settings.get(key, "true")).strip().lower() != "false"
