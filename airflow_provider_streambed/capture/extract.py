@@ -13,7 +13,7 @@ sits right after a WAL page header) is dropped here and comes again after the sl
 to W. Relation messages are processed for every transaction, kept or not.
 
 Updates that change the key are written as a ``D`` of the old key and a ``U`` of the new row
-(next ``_seq``). Under ``REPLICA IDENTITY FULL`` every update of a plain table is written as a
+(next ``_seq``). Under ``REPLICA IDENTITY FULL`` every update of a keyed table is written as a
 ``D`` of its whole old row and a ``U`` of the new one, so a run's first change of a key the
 previous cut holds is a delete of that row: the merges keep it with its position delete, where
 the change feed and incremental members read removed rows

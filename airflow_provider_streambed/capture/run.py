@@ -43,7 +43,7 @@ from airflow_provider_streambed.capture.slot import (
     warn_retention,
 )
 from airflow_provider_streambed.capture.source import SourceTable, table_partitions
-from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
+from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS, older_transactions_ended
 from airflow_provider_streambed.capture.watermark import pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
@@ -71,6 +71,11 @@ from airflow_provider_streambed.staging import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: How long a run waits after the pin of W for the transactions older than the pin to end, before
+#: it reads its partitioned tables' partitions again, when their old rows could be promised whole
+#: (the deletes would carry them); past it, the run's deletes carry no rows.
+SETTLE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,37 +225,85 @@ def _check_partitions_held(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]
 ) -> dict[str, str]:
     """Check that no partitioned table's partitions changed between its description and the pin of
-    W, and return, by member, each one's partitions' identities (:attr:`.SourceTable.leaves`) when
-    they held too (else empty: one changed meanwhile).
+    W, and return, by member, each one's partitions' identities read now
+    (:attr:`.SourceTable.leaves`).
 
     Raises:
         SchemaChangeError: (final) one did: a partition attached, detached, dropped or truncated
             then is in no change record before W, so this run cannot publish the table exactly;
             the next run compares it with the last cut and copies it again.
     """
-    held = {}
+    readings = {}
     for member, table in tables.items():
         if not table.storage:
             continue
-        storage, leaves = table_partitions(conn, table.oid)
-        held[member] = table.leaves if leaves == table.leaves else ""
+        storage, readings[member] = table_partitions(conn, table.oid)
         if storage != table.storage:
             raise SchemaChangeError(
                 f"group {group.name!r}, member {member!r}: the partitions of source table {table.qualified_name} "
                 "changed while the run captured it (a partition attached, detached, dropped or truncated), which no "
                 "change record before W holds; this run cannot publish it exactly: the next run copies it again"
             )
-    return held
+    return readings
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionReadings:
+    """What a run read of its partitioned tables' partitions after the pin of W, and how far it is
+    trusted.
+
+    Attributes:
+        after_pin: each one's partitions' identities (:attr:`.SourceTable.leaves`), by member.
+        settled: every transaction older than the pin had ended before, so the reading saw every
+            commit before W (a commit's WAL record precedes its visibility).
+        fresh: this attempt pinned W itself, so the tables were described before W (a retry
+            reuses its first W; an explicit W may be older than the description).
+    """
+
+    after_pin: Mapping[str, str]
+    settled: bool
+    fresh: bool
+
+    def old_rows_held(self, member: str, table: SourceTable, last: LastCutMirror | None) -> bool:
+        """Whether the old rows the table's changes mark whole (``O``) were whole over the run's
+        range: always for a plain table (PostgreSQL marks them by its own identity, change by
+        change). A partitioned table's are marked by its identity but logged by each partition's:
+        whole when every partition was FULL and no partition's ``pg_class`` row changed from the
+        last cut's reading (taken before that run's W and held past it) until after this run's W."""
+        if not table.storage:
+            return True
+        return (table.leaves_full and self.settled and last is not None and bool(table.leaves)
+                and last.leaves == table.leaves == self.after_pin.get(member))
+
+    def recorded(self, member: str, table: SourceTable) -> str:
+        """What the mirror's snapshot records for the next run (:attr:`.TableCapture.leaves`): the
+        reading taken when the run began, when that was before W and held past it; else empty."""
+        return table.leaves if self.fresh and self.after_pin.get(member) == table.leaves else ""
+
+
+def _read_partitions(
+    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable],
+    previous: Mapping[str, LastCutMirror], fresh: bool,
+) -> _PartitionReadings:
+    """The partitioned tables' partitions read again after the pin of W (their storage checked:
+    :func:`_check_partitions_held`), first waiting up to :data:`SETTLE_SECONDS` for the
+    transactions older than the pin to end when some table's old rows could be promised whole."""
+    promising = [member for member, table in tables.items() if table.storage and table.leaves_full and table.leaves
+                 and (last := previous.get(member)) is not None and last.leaves == table.leaves]
+    settled = bool(promising) and older_transactions_ended(conn, SETTLE_SECONDS)
+    if promising and not settled:
+        logger.info("group=%s: transactions older than W still ran after %.0f s; the deletes of %s carry no rows this "
+                    "run", group.name, SETTLE_SECONDS, ", ".join(promising))
+    return _PartitionReadings(_check_partitions_held(conn, group, tables), settled, fresh)
 
 
 def _table_captures(
     tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult,
-    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror], leaves: Mapping[str, str],
+    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror], partitions: _PartitionReadings,
 ) -> tuple[TableCapture, ...]:
     """Per member: its extracted changelog files, its bootstrap copy (if any), why it was resynced,
     how its columns changed since the last cut (renamed, older names, reshaped), and whether its
-    changes carried their old rows (:func:`_old_rows_held`); ``leaves`` are the partitioned
-    tables' partitions' identities that held until after the pin of W."""
+    changes carried their old rows (:meth:`_PartitionReadings.old_rows_held`)."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -264,30 +317,19 @@ def _table_captures(
             keyless=table.keyless,
             files=extracted.files[member],
             changes=extracted.changes[member],
-            old_images=extracted.old_images.get(member, False) and _old_rows_held(table, leaves.get(member, ""), last),
+            old_images=extracted.old_images.get(member, False) and partitions.old_rows_held(member, table, last),
             field_ids=last.field_ids if last is not None else {},
             copy_files=copy.files if copy else (),
             copied_rows=copy.rows if copy else 0,
             resynced=resynced.get(member, ""),
             storage=table.storage,
-            leaves=leaves.get(member, ""),
+            leaves=partitions.recorded(member, table),
             attnums=dict(zip(table.columns, table.attnums, strict=False)),
             renamed=renamed_columns(table, last) if last is not None else {},
             aliases=column_aliases(table, last) if last is not None else {},
             reshaped=last is not None and reshaped(table, last),
         ))
     return tuple(captures)
-
-
-def _old_rows_held(table: SourceTable, leaves: str, last: LastCutMirror | None) -> bool:
-    """Whether the old rows a table's changes mark whole (``O``) were whole over the run's whole
-    range: always for a plain table (PostgreSQL marks them by its own identity, change by change).
-    A partitioned table's are marked by its identity but logged by each partition's: whole when
-    every partition was FULL and no partition's identity changed from the last cut's reading
-    (taken when that run began, and held past its W) until after this run's W (``leaves``)."""
-    if not table.storage:
-        return True
-    return table.leaves_full and bool(leaves) and last is not None and last.leaves == leaves
 
 
 def capture_run(
@@ -357,7 +399,8 @@ def capture_run(
         conn, ledger, group, run_key, explicit_watermark=settings.explicit_watermark,
         flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
-    leaves = _check_partitions_held(conn, group, tables)
+    partitions = _read_partitions(conn, group, tables, previous or {},
+                                  fresh=stored is None and settings.explicit_watermark is None)
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:
@@ -377,7 +420,7 @@ def capture_run(
         )
     if extracted.newest_commit_at is not None:
         ledger.record_newest_commit(group.name, run_key, extracted.newest_commit_at)
-    captures = _table_captures(tables, copies, extracted, resynced, previous or {}, leaves)
+    captures = _table_captures(tables, copies, extracted, resynced, previous or {}, partitions)
     manifest = CaptureManifest(group.name, run_key, watermark, start, extracted.transactions, captures)
     uri = capture_manifest_uri(root)
     write_json(uri, manifest.to_dict())

@@ -13,6 +13,8 @@ a :class:`~airflow_provider_streambed.exceptions.CaptureError` naming the blocke
 :func:`wait_for_running` waits the same way, polling, for the transactions running at a moment
 to end: a member added to a group is copied only once those that were running when its table
 joined the publication have ended (their earlier writes are neither decoded nor in an older copy).
+:func:`older_transactions_ended` waits, briefly and without failing, for the transactions running
+at a moment to end and their commits to be visible.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ DEFAULT_TIMEOUT_SECONDS = 600.0
 POLL_SECONDS = 0.1
 _RUNNING_XIDS = "SELECT xid::text FROM pg_snapshot_xip(pg_current_snapshot()) xid"
 _STILL_RUNNING = "SELECT xid FROM unnest(%s::text[]) xid WHERE pg_xact_status(xid::xid8) = 'in progress'"
+_NOT_PASSED = "SELECT pg_snapshot_xmin(pg_current_snapshot()) <= %s::xid8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +185,25 @@ def wait_for_running(conn: psycopg.Connection[Any], *, what: str, timeout: float
             logger.warning("%s has waited %.0f s for: %s", what, now - clock, _listing(blockers))
             logged = now
         time.sleep(POLL_SECONDS)
+
+
+def older_transactions_ended(conn: psycopg.Connection[Any], timeout: float) -> bool:
+    """Whether every transaction that holds an xid now ends, its commit visible to new snapshots,
+    within ``timeout`` seconds (polling); ``False`` past it, for a caller that does without.
+
+    A commit's WAL record precedes its visibility (a synchronous standby's reply may come
+    between), so a reading taken after a WAL position may miss a commit before it; one taken
+    after this returns ``True`` sees every commit before the call. (``conn`` must be autocommit:
+    it takes an xid of its own, which ends at once, and waits until the snapshots' xmin passes it.)
+    """
+    row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+    assert row is not None
+    clock = time.monotonic()
+    while conn.execute(_NOT_PASSED, (row[0],)).fetchone() != (False,):
+        if time.monotonic() - clock >= timeout:
+            return False
+        time.sleep(POLL_SECONDS)
+    return True
 
 
 def _gave_up(what: str, timeout: float, blockers: list[Blocker], outcome: str) -> CaptureError:

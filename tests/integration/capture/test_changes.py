@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.capture import copy as copy_module
+from airflow_provider_streambed.capture import run as capture_run_module
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.resyncs import LastCutMirror
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
@@ -57,11 +58,12 @@ def test_a_partitioned_table_is_copied_in_ranges_and_its_partitions_changes_capt
 
 
 def test_a_partitioned_tables_changes_carry_old_rows_while_no_partitions_identity_changed(
-    source: Conn, ledger: Ledger, warehouse: str
+    source: Conn, ledger: Ledger, warehouse: str, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Old rows marked whole are logged by each partition's identity: the capture promises them
     (``old_images``) only when every partition was FULL with no identity changed since the last
-    cut (as its snapshot recorded them) until after W."""
+    cut (as its snapshot recorded them) until after W, and records a reading for the next run
+    only when it was taken before W."""
     source.execute("CREATE TABLE pf (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)")
     source.execute("CREATE TABLE pf_low PARTITION OF pf FOR VALUES FROM (0) TO (100)")
     source.execute("CREATE TABLE pf_high PARTITION OF pf FOR VALUES FROM (100) TO (1000)")
@@ -73,11 +75,12 @@ def test_a_partitioned_tables_changes_carry_old_rows_while_no_partitions_identit
     state: dict[tuple[Any, ...], Row] = {}
     last: dict[str, LastCutMirror] = {}
 
-    def run(key: str) -> TableCapture:
+    def run(key: str, now: bool = True) -> TableCapture:
+        """Capture and publish run ``key``; its changes bring the state up to the source's (``now``)."""
         result = capture_run(source, group, ledger, key, warehouse, previous=last)
         assert isinstance(result, CaptureResult)
         apply_changes(state, read_changes(result.manifest, "pf"), ("id",))
-        assert state == table_state(source, "pf", ("id",)), key
+        assert (state == table_state(source, "pf", ("id",))) == now, key
         publish(source, ledger, group, result)
         captured = result.manifest.tables[0]
         last["pf"] = LastCutMirror.of(columns, captured.source_record())
@@ -97,6 +100,30 @@ def test_a_partitioned_tables_changes_carry_old_rows_while_no_partitions_identit
     assert not third.old_images and third.leaves.count(":f:") == 2
     source.execute("UPDATE pf SET v = 'z' WHERE id IN (7, 153)")
     assert run("r4").old_images  # the identities held since the last cut read them
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("killed after the pin")
+
+    monkeypatch.setattr(capture_run_module, "extract_changes", fail)
+    with pytest.raises(RuntimeError):
+        run("r5")  # pins W, then fails
+    monkeypatch.undo()
+    source.execute("ALTER TABLE pf_high REPLICA IDENTITY DEFAULT")
+    source.execute("DELETE FROM pf WHERE id = 154")  # after r5's W: in r6's range, with the key only
+    source.execute("ALTER TABLE pf_high REPLICA IDENTITY FULL")
+    retried = run("r5", now=False)  # described after its W: its reading may not vouch for r6's range
+    assert not retried.old_images and retried.leaves == ""
+    assert not run("r6").old_images
+    source.execute("UPDATE pf SET v = 'w' WHERE id = 8")
+    assert run("r7").old_images
+    monkeypatch.setattr(capture_run_module, "SETTLE_SECONDS", 0.2)
+    with psycopg.connect(pg_dsn) as other:  # a transaction older than the pin, still open after it
+        other.execute("SELECT pg_current_xact_id()")
+        source.execute("UPDATE pf SET v = 'v' WHERE id = 8")
+        unsettled = run("r8")
+    assert not unsettled.old_images and unsettled.leaves
+    source.execute("UPDATE pf SET v = 'u' WHERE id = 8")
+    assert run("r9").old_images
 
 
 def test_dml_kinds_toast_and_nulls_replay_to_the_source_state(source: Conn, ledger: Ledger, warehouse: str) -> None:
