@@ -27,12 +27,16 @@ from airflow_provider_streambed.staging.records import row_identity
 
 logger = logging.getLogger(__name__)
 
+#: The storage of a partitioned table without partitions (not empty: a partition attached later
+#: with its rows must read as a change).
+NO_PARTITIONS = "none"
 #: A partitioned table's storage (of ``pg_class c``) as a text: ``oid:relfilenode`` of each leaf
-#: partition, by OID; null for a plain table. A partition attached, detached or dropped, and a
-#: partition truncated or rewritten, change it: PostgreSQL publishes none of these through the
-#: partitioned table.
-_STORAGE = """CASE WHEN c.relkind = 'p' THEN (SELECT string_agg(p.oid || ':' || p.relfilenode, ',' ORDER BY p.oid)
-          FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf) END"""
+#: partition, by OID, or :data:`NO_PARTITIONS`; null for a plain table. A partition attached,
+#: detached or dropped, and a partition truncated or rewritten, change it: PostgreSQL publishes
+#: none of these through the partitioned table.
+_STORAGE = f"""CASE WHEN c.relkind = 'p' THEN coalesce((SELECT string_agg(p.oid || ':' || p.relfilenode, ','
+          ORDER BY p.oid) FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf),
+          '{NO_PARTITIONS}') END"""
 
 #: Whether every leaf partition of a partitioned table (of ``pg_class c``) has ``REPLICA IDENTITY
 #: FULL``; null for a plain table. PostgreSQL marks an old row whole (``O``) by the partitioned
@@ -104,7 +108,8 @@ class SourceTable:
             append-only): the mirror is a multiset of whole rows, and a change's old image is
             its identity.
         storage: of a partitioned table, ``oid:relfilenode`` of each leaf partition (a partition
-            attached, detached, dropped, truncated or rewritten changes it); empty for a plain table.
+            attached, detached, dropped, truncated or rewritten changes it), :data:`NO_PARTITIONS`
+            without any; empty for a plain table.
         attnums: each column's ``pg_attribute.attnum``, in layout order: a column's identity,
             which a rename keeps.
         leaves_full: every leaf partition of a partitioned table has ``REPLICA IDENTITY FULL``

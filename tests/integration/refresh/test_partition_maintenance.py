@@ -65,6 +65,21 @@ def source(cuts: Cuts, table: str) -> list[tuple[Any, ...]]:
     return sorted(cuts.conn.execute(f"SELECT * FROM {table}").fetchall())
 
 
+def test_a_partition_attached_to_a_table_that_had_none_is_copied(
+    spark: SparkSession, tmp_path: Path, pg_dsn: str, sqlite_catalog_uri: str
+) -> None:
+    group = RefreshGroup("bare", "src", "cat", "ns", (Mirror("public.events"),))
+    schema = "CREATE TABLE events (id int PRIMARY KEY, at date NOT NULL) PARTITION BY RANGE (id);"
+    with cuts_of(spark, tmp_path, pg_dsn, sqlite_catalog_uri, group, schema) as bare:
+        bare.publish("run1")
+        bare.conn.execute("CREATE TABLE events_low (id int PRIMARY KEY, at date NOT NULL)")
+        bare.conn.execute("INSERT INTO events_low VALUES (1, '2026-01-01'), (2, '2026-01-02')")
+        bare.conn.execute("ALTER TABLE events ATTACH PARTITION events_low FOR VALUES FROM (0) TO (100)")
+        second = bare.publish("run2")  # PostgreSQL publishes no change for the attached rows
+        rows = CutReader(bare.catalog, group.name).get(second.cut_id).to_arrow("events").to_pylist()
+        assert sorted(row["id"] for row in rows) == [1, 2]
+
+
 @pytest.mark.parametrize("operation", list(MAINTENANCE))
 def test_partition_maintenance_copies_the_member_again(cuts: Cuts, operation: str) -> None:
     cuts.publish("run1")
