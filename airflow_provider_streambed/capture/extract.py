@@ -26,9 +26,11 @@ change with an unchanged TOASTed value cannot be resolved by the merge: give suc
 ``REPLICA IDENTITY FULL``. PostgreSQL marks a partitioned table's old rows whole (``O``) by the
 partitioned table's identity but logs them by the partition's, which ``ALTER TABLE ... REPLICA
 IDENTITY`` on the partitioned table does not change: they are taken as whole only when every
-partition is FULL (:attr:`.source.SourceTable.leaves_full`, read when the run begins). Whether a
-partitioned table's changes carried their old rows over the whole run is decided after the pin of
-W (:func:`.run._old_rows_held`): a partition's identity may have changed during the run.
+partition is FULL (:attr:`.source.SourceTable.leaves_full`, read when the run begins), and not
+when the row is null where the new row keeps an unchanged TOASTed value (which is never null: the
+row was logged by a partition that was not FULL then). Whether a partitioned table's changes
+carried their old rows over the whole run is decided after the pin of W
+(:meth:`.run._PartitionReadings.old_rows_held`): a partition's identity may have changed.
 
 The changes of a member added this run whose copy already holds their transaction (by Begin's
 xid, :class:`.copy_snapshot.CopyFilter`) are dropped, truncates included, and counted.
@@ -249,6 +251,8 @@ class ChangeStream:
         update = decode_update(data)
         new, old = update.new, update.old
         whole = old if update.old_kind == "O" and target.whole_rows else None  # the whole old row, when it is one
+        if whole is not None and any(value is UNCHANGED_TOAST and whole[i] is None for i, value in enumerate(new)):
+            whole = None  # a TOASTed value kept is never null: the row holds the key only (a partition not FULL then)
         if whole is not None and UNCHANGED_TOAST in new:
             new = [whole[i] if value is UNCHANGED_TOAST else value for i, value in enumerate(new)]
         if target.keyless:  # one row of the multiset leaves (its old image) and one comes
