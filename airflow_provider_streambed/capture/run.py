@@ -44,7 +44,7 @@ from airflow_provider_streambed.capture.slot import (
 )
 from airflow_provider_streambed.capture.source import SourceTable, table_partitions
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS, older_transactions_ended
-from airflow_provider_streambed.capture.watermark import pin_watermark
+from airflow_provider_streambed.capture.watermark import current_insert_lsn, pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     DeclarationError,
@@ -72,7 +72,7 @@ from airflow_provider_streambed.staging import (
 
 logger = logging.getLogger(__name__)
 
-#: How long a run waits after the pin of W for the transactions older than the pin to end, before
+#: How long a run waits after the pin of W for the transactions running then to end, before
 #: it reads its partitioned tables' partitions again, when their old rows could be promised whole
 #: (the deletes would carry them); past it, the run's deletes carry no rows.
 SETTLE_SECONDS = 2.0
@@ -256,8 +256,9 @@ class _PartitionReadings:
         after_pin: each one's partitions' identities (:attr:`.SourceTable.leaves`), by member.
         settled: every transaction older than the pin had ended before, so the reading saw every
             commit before W (a commit's WAL record precedes its visibility).
-        fresh: this attempt pinned W itself, so the tables were described before W (a retry
-            reuses its first W; an explicit W may be older than the description).
+        fresh: the tables were described before W (or with no WAL written in between): not so
+            on a retry, which reuses its first W, nor, maybe, with an explicit W or when another
+            attempt of the run pinned W meanwhile.
     """
 
     after_pin: Mapping[str, str]
@@ -287,13 +288,13 @@ def _read_partitions(
 ) -> _PartitionReadings:
     """The partitioned tables' partitions read again after the pin of W (their storage checked:
     :func:`_check_partitions_held`), first waiting up to :data:`SETTLE_SECONDS` for the
-    transactions older than the pin to end when some table's old rows could be promised whole."""
+    transactions running then to end when some table's old rows could be promised whole."""
     promising = [member for member, table in tables.items() if table.storage and table.leaves_full and table.leaves
                  and (last := previous.get(member)) is not None and last.leaves == table.leaves]
     settled = bool(promising) and older_transactions_ended(conn, SETTLE_SECONDS)
     if promising and not settled:
-        logger.info("group=%s: transactions older than W still ran after %.0f s; the deletes of %s carry no rows this "
-                    "run", group.name, SETTLE_SECONDS, ", ".join(promising))
+        logger.info("group=%s: transactions running after the pin of W had not ended after %g s; the deletes of %s "
+                    "carry no rows this run", group.name, SETTLE_SECONDS, ", ".join(promising))
     return _PartitionReadings(_check_partitions_held(conn, group, tables), settled, fresh)
 
 
@@ -386,6 +387,7 @@ def capture_run(
     published = [m.qualified_table for m in group.mirrors if last is not None and m.name in last.members]
     tables = ensure_source(conn, group, create_slot=False, wait_timeout=settings.slot_create_timeout_seconds,
                            published=() if settings.resync else published)
+    described = current_insert_lsn(conn)  # the tables were described before this WAL position
     resynced = _resyncs(group, tables, last, settings, previous or {})
     copies = copies_for_run(conn, group, tables, capture_dir, stored, last, settings.resync, settings.copy,
                             settings.slot_create_timeout_seconds, resynced)
@@ -400,7 +402,7 @@ def capture_run(
         flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
     partitions = _read_partitions(conn, group, tables, previous or {},
-                                  fresh=stored is None and settings.explicit_watermark is None)
+                                  fresh=described <= watermark)
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:

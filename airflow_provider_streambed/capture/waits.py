@@ -43,7 +43,9 @@ DEFAULT_TIMEOUT_SECONDS = 600.0
 POLL_SECONDS = 0.1
 _RUNNING_XIDS = "SELECT xid::text FROM pg_snapshot_xip(pg_current_snapshot()) xid"
 _STILL_RUNNING = "SELECT xid FROM unnest(%s::text[]) xid WHERE pg_xact_status(xid::xid8) = 'in progress'"
-_NOT_PASSED = "SELECT pg_snapshot_xmin(pg_current_snapshot()) <= %s::xid8"
+_XID_LOCKS = ("SELECT transactionid::text FROM pg_locks WHERE locktype = 'transactionid' AND mode = 'ExclusiveLock' "
+              "AND granted")
+_XID_LOCKS_HELD = f"SELECT EXISTS ({_XID_LOCKS} AND transactionid::text = ANY(%s))"
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,13 +195,14 @@ def older_transactions_ended(conn: psycopg.Connection[Any], timeout: float) -> b
 
     A commit's WAL record precedes its visibility (a synchronous standby's reply may come
     between), so a reading taken after a WAL position may miss a commit before it; one taken
-    after this returns ``True`` sees every commit before the call. (``conn`` must be autocommit:
-    it takes an xid of its own, which ends at once, and waits until the snapshots' xmin passes it.)
+    after this returns ``True`` sees every commit before the call. A transaction holds the lock
+    on its own xid (``pg_locks``, seen by every role; prepared ones too) until after its commit is
+    visible. The wait writes no WAL: it takes no xid of its own, whose commit record would move
+    the WAL past a quiet source's last cut.
     """
-    row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
-    assert row is not None
+    held = [row[0] for row in conn.execute(_XID_LOCKS).fetchall()]
     clock = time.monotonic()
-    while conn.execute(_NOT_PASSED, (row[0],)).fetchone() != (False,):
+    while held and conn.execute(_XID_LOCKS_HELD, (held,)).fetchone() != (False,):
         if time.monotonic() - clock >= timeout:
             return False
         time.sleep(POLL_SECONDS)

@@ -23,6 +23,13 @@ from airflow_provider_streambed.lsn import Lsn
 logger = logging.getLogger(__name__)
 
 
+def current_insert_lsn(conn: psycopg.Connection[Any]) -> Lsn:
+    """``pg_current_wal_insert_lsn()``: where the server writes its next WAL record."""
+    row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    assert row is not None
+    return Lsn.parse(row[0])
+
+
 def current_flush_lsn(conn: psycopg.Connection[Any]) -> Lsn:
     """``pg_current_wal_flush_lsn()``."""
     row = conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
@@ -112,9 +119,7 @@ def pin_watermark(
         check_explicit_watermark(conn, ledger, group, explicit_watermark, floor)
         watermark = explicit_watermark
     else:
-        row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-        assert row is not None
-        watermark = Lsn.parse(row[0])
+        watermark = current_insert_lsn(conn)
         wait_for_flush(conn, group.name, watermark, flush_timeout_seconds)
     record = ledger.pin_run(group.name, run_key, watermark, dag_run)
     logger.info("group=%s run=%s W=%s: pinned", group.name, run_key, record.watermark)

@@ -22,7 +22,8 @@ RUN_KEY_PROPERTY = "streambed.run-key"
 #: Why a member was copied again in the cut (a resync of the member); absent otherwise.
 RESYNC_PROPERTY = "streambed.resync-reason"
 #: Prefix of the properties recording a mirror's source table when its snapshot was captured
-#: (``storage``, ``identity``, ``attnums``: :meth:`~airflow_provider_streambed.staging.TableCapture.source_record`),
+#: (``storage``, ``leaves``, ``identity``, ``attnums``:
+#: :meth:`~airflow_provider_streambed.staging.TableCapture.source_record`),
 #: which the next capture compares.
 SOURCE_PROPERTY_PREFIX = "streambed.source-"
 
