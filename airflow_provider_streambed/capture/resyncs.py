@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.capture.source import NO_PARTITIONS, SourceTable
 from airflow_provider_streambed.column_changes import columns_change, iceberg_type, types_change
 from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
 from airflow_provider_streambed.staging.records import FIELD_ID
@@ -57,7 +57,8 @@ class LastCutMirror:
     Attributes:
         columns: its columns, with the Arrow types Iceberg reads them as.
         storage: its source table's partitions when that snapshot was captured (empty: a plain
-            table, or recorded by an older release; not compared).
+            table, or recorded by an older release, which read a partitioned table without
+            partitions as empty too).
         leaves: its source table's partitions' replica identities then, when they held through
             that run (:attr:`~airflow_provider_streambed.staging.TableCapture.leaves`; empty: a
             plain table, they changed, or recorded by an older release).
@@ -120,13 +121,20 @@ def resync_reasons(
     return reasons
 
 
+def _partitions_since_none(table: SourceTable, previous: LastCutMirror) -> bool:
+    """Whether a partitioned table recorded without partitions by a release that read an empty
+    storage for it (recorded ``attnums``, which came with ``storage``, but no ``storage``) has
+    partitions now: one attached with its rows, which no change record holds."""
+    return not previous.storage and bool(previous.attnums) and table.storage not in ("", NO_PARTITIONS)
+
+
 def source_change(table: SourceTable, previous: LastCutMirror) -> str:
     """How ``table`` changed since the mirror's ``previous`` cut in a way the mirror cannot follow
     in place (empty: it did not)."""
     if previous.identity and table.identity and table.identity != previous.identity:
         return (f"what names one row changed from {previous.identity} to {table.identity} (primary key or replica "
                 "identity)")
-    if previous.storage and table.storage != previous.storage:
+    if (previous.storage and table.storage != previous.storage) or _partitions_since_none(table, previous):
         return "its partitions changed (a partition attached, detached, dropped, truncated or rewritten)"
     held = {other: previous.attnums[field] for field, names in previous.names.items() if field in previous.attnums
             for other in names}  # every name the mirror's files hold a live column under, its attnum

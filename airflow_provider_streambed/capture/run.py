@@ -256,9 +256,9 @@ class _PartitionReadings:
         after_pin: each one's partitions' identities (:attr:`.SourceTable.leaves`), by member.
         settled: every transaction older than the pin had ended before, so the reading saw every
             commit before W (a commit's WAL record precedes its visibility).
-        fresh: the tables were described before W (or with no WAL written in between): not so
-            on a retry, which reuses its first W, nor, maybe, with an explicit W or when another
-            attempt of the run pinned W meanwhile.
+        fresh: the tables were described before W, or with no WAL written in between (the WAL
+            insert position read right after the description is not past W); a retry, which
+            reuses its first W, an explicit W and another attempt's pin meanwhile may fail it.
     """
 
     after_pin: Mapping[str, str]

@@ -198,7 +198,9 @@ def older_transactions_ended(conn: psycopg.Connection[Any], timeout: float) -> b
     after this returns ``True`` sees every commit before the call. A transaction holds the lock
     on its own xid (``pg_locks``, seen by every role; prepared ones too) until after its commit is
     visible. The wait writes no WAL: it takes no xid of its own, whose commit record would move
-    the WAL past a quiet source's last cut.
+    the WAL past a quiet source's last cut. It waits for every such transaction of the cluster
+    (every database, idle sessions holding an xid, autovacuum's). ``conn`` must hold no xid (an
+    autocommit connection outside a transaction), or it waits for itself until ``timeout``.
     """
     held = [row[0] for row in conn.execute(_XID_LOCKS).fetchall()]
     clock = time.monotonic()

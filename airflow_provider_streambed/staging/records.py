@@ -56,8 +56,8 @@ class TableCapture:
         resynced: why the table was copied again this run although its mirror has cuts (a resync
             of the member, :mod:`~airflow_provider_streambed.capture.resyncs`); empty otherwise.
         storage: the table's storage when the run began (``oid:relfilenode`` of each leaf
-            partition of a partitioned table), recorded with the mirror's snapshot: the next run
-            compares it.
+            partition of a partitioned table, ``none`` without any), recorded with the mirror's
+            snapshot: the next run compares it.
         leaves: a partitioned table's partitions' replica identities when the run began, when they
             held until after the pin of W (:attr:`.capture.source.SourceTable.leaves`; empty
             otherwise), recorded with the mirror's snapshot: the next run's deletes carry their

@@ -102,3 +102,22 @@ def test_publication_ddl_waiting_for_a_table_lock_names_the_holder(
                           (publication_name(group),)).fetchone() == (0,)
     assert isinstance(capture_run(source, group, ledger, "r1", warehouse), CaptureResult)
 
+
+
+def test_waiting_for_the_transactions_running_now_takes_no_xid_of_its_own(source: psycopg.Connection[Any],
+                                                                         pg_dsn: str) -> None:
+    """An xid of its own would write a commit record: a quiet source would never give an
+    unchanged run again."""
+    def next_xid() -> str:
+        row = source.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    before = next_xid()
+    assert waits.older_transactions_ended(source, 1.0)
+    assert next_xid() == before
+    with psycopg.connect(pg_dsn) as other:  # an open transaction holding an xid
+        other.execute("SELECT pg_current_xact_id()")
+        assert not waits.older_transactions_ended(source, 0.2)
+        other.commit()
+        assert waits.older_transactions_ended(source, 1.0)

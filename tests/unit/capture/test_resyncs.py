@@ -16,7 +16,7 @@ from airflow_provider_streambed.capture.resyncs import (
     resync_reasons,
     source_change,
 )
-from airflow_provider_streambed.capture.source import SourceTable
+from airflow_provider_streambed.capture.source import NO_PARTITIONS, SourceTable
 from airflow_provider_streambed.capture.typemap import FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC, TEXT, PgType
 from airflow_provider_streambed.column_changes import iceberg_type
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
@@ -67,6 +67,12 @@ def test_a_partitioned_table_whose_partitions_changed_needs_a_resync() -> None:
         assert source_change(table(("id", INT4), storage=storage), previous).startswith("its partitions changed")
     unrecorded = LastCutMirror(previous.columns)  # a cut of an older release: not compared
     assert source_change(table(("id", INT4), storage="16390:16390"), unrecorded) == ""
+    empty = LastCutMirror(previous.columns, attnums={"id": 1})  # no partitions, recorded as none before NO_PARTITIONS
+    assert source_change(table(("id", INT4), storage=NO_PARTITIONS), empty) == ""
+    assert source_change(table(("id", INT4)), empty) == ""  # a plain table
+    assert source_change(table(("id", INT4), storage="16390:16390"), empty).startswith("its partitions changed")
+    none = LastCutMirror(previous.columns, storage=NO_PARTITIONS, attnums={"id": 1})
+    assert source_change(table(("id", INT4), storage="16390:16390"), none).startswith("its partitions changed")
 
 
 def test_a_changed_key_needs_a_resync() -> None:
