@@ -125,7 +125,7 @@ def _partitions_since_none(table: SourceTable, previous: LastCutMirror) -> bool:
     """Whether a partitioned table recorded without partitions by a release that read an empty
     storage for it (recorded ``attnums``, which came with ``storage``, but no ``storage``) has
     partitions now: one attached with its rows, which no change record holds."""
-    return not previous.storage and bool(previous.attnums) and table.storage not in ("", NO_PARTITIONS)
+    return not previous.storage and bool(previous.attnums) and table.partitioned and table.storage != NO_PARTITIONS
 
 
 def source_change(table: SourceTable, previous: LastCutMirror) -> str:

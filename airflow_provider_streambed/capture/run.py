@@ -221,30 +221,27 @@ def _resyncs(
     return reasons
 
 
-def _check_partitions_held(
-    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]
-) -> dict[str, str]:
-    """Check that no partitioned table's partitions changed between its description and the pin of
-    W, and return, by member, each one's partitions' identities read now
-    (:attr:`.SourceTable.leaves`).
+def _check_partitions_held(conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]) -> None:
+    """Check that no partitioned table's partitions changed between its description and the pin of W.
 
     Raises:
         SchemaChangeError: (final) one did: a partition attached, detached, dropped or truncated
             then is in no change record before W, so this run cannot publish the table exactly;
             the next run compares it with the last cut and copies it again.
     """
-    readings = {}
     for member, table in tables.items():
-        if not table.storage:
-            continue
-        storage, readings[member] = table_partitions(conn, table.oid)
-        if storage != table.storage:
+        if table.partitioned and table_partitions(conn, table.oid)[0] != table.storage:
             raise SchemaChangeError(
                 f"group {group.name!r}, member {member!r}: the partitions of source table {table.qualified_name} "
                 "changed while the run captured it (a partition attached, detached, dropped or truncated), which no "
                 "change record before W holds; this run cannot publish it exactly: the next run copies it again"
             )
-    return readings
+
+
+def _may_hold(table: SourceTable, last: LastCutMirror | None) -> bool:
+    """Whether a partitioned table's old rows may be promised whole this run, as far as its
+    description tells: every partition FULL, the reading equal to the last cut's."""
+    return table.leaves_full and bool(table.leaves) and last is not None and last.leaves == table.leaves
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +251,7 @@ class _PartitionReadings:
 
     Attributes:
         after_pin: each one's partitions' identities (:attr:`.SourceTable.leaves`), by member.
-        settled: every transaction older than the pin had ended before, so the reading saw every
+        settled: every transaction running at the pin had ended before, so the reading saw every
             commit before W (a commit's WAL record precedes its visibility).
         fresh: the tables were described before W, or with no WAL written in between (the WAL
             insert position read right after the description is not past W); a retry, which
@@ -271,10 +268,9 @@ class _PartitionReadings:
         change). A partitioned table's are marked by its identity but logged by each partition's:
         whole when every partition was FULL and no partition's ``pg_class`` row changed from the
         last cut's reading (taken before that run's W and held past it) until after this run's W."""
-        if not table.storage:
+        if not table.partitioned:
             return True
-        return (table.leaves_full and self.settled and last is not None and bool(table.leaves)
-                and last.leaves == table.leaves == self.after_pin.get(member))
+        return _may_hold(table, last) and self.settled and self.after_pin.get(member) == table.leaves
 
     def recorded(self, member: str, table: SourceTable) -> str:
         """What the mirror's snapshot records for the next run (:attr:`.TableCapture.leaves`): the
@@ -286,16 +282,17 @@ def _read_partitions(
     conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable],
     previous: Mapping[str, LastCutMirror], fresh: bool,
 ) -> _PartitionReadings:
-    """The partitioned tables' partitions read again after the pin of W (their storage checked:
-    :func:`_check_partitions_held`), first waiting up to :data:`SETTLE_SECONDS` for the
-    transactions running then to end when some table's old rows could be promised whole."""
-    promising = [member for member, table in tables.items() if table.storage and table.leaves_full and table.leaves
-                 and (last := previous.get(member)) is not None and last.leaves == table.leaves]
+    """The partitioned tables' partitions' identities read again after the pin of W, first waiting
+    up to :data:`SETTLE_SECONDS` for the transactions running then to end when some table's old
+    rows could be promised whole (a run that captures changes: an unchanged one needs none)."""
+    promising = [member for member, table in tables.items()
+                 if table.partitioned and _may_hold(table, previous.get(member))]
     settled = bool(promising) and older_transactions_ended(conn, SETTLE_SECONDS)
     if promising and not settled:
         logger.info("group=%s: transactions running after the pin of W had not ended after %g s; the deletes of %s "
                     "carry no rows this run", group.name, SETTLE_SECONDS, ", ".join(promising))
-    return _PartitionReadings(_check_partitions_held(conn, group, tables), settled, fresh)
+    readings = {member: table_partitions(conn, table.oid)[1] for member, table in tables.items() if table.partitioned}
+    return _PartitionReadings(readings, settled, fresh)
 
 
 def _table_captures(
@@ -401,8 +398,7 @@ def capture_run(
         conn, ledger, group, run_key, explicit_watermark=settings.explicit_watermark,
         flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
-    partitions = _read_partitions(conn, group, tables, previous or {},
-                                  fresh=described <= watermark)
+    _check_partitions_held(conn, group, tables)
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:
@@ -411,6 +407,7 @@ def capture_run(
         )
     if last is not None and watermark == last.watermark:
         return _finish_unchanged(ledger, group, run_key, last, copies)
+    partitions = _read_partitions(conn, group, tables, previous or {}, fresh=described <= watermark)
     delete_files(capture_dir, f"{CHANGES_PREFIX}-")  # an earlier attempt's changelogs (bootstrap copies stay)
     copied_at = {member: copy.snapshot for member, copy in copies.items() if copy.snapshot is not None}
     extracted = extract_changes(conn, group, tables, capture_dir, start, watermark, copied_at=copied_at)

@@ -133,6 +133,11 @@ class SourceTable:
     leaves: str = ""
 
     @property
+    def partitioned(self) -> bool:
+        """Whether the table is a partitioned one (its :attr:`storage` is recorded)."""
+        return bool(self.storage)
+
+    @property
     def columns(self) -> tuple[str, ...]:
         """The column names in source order."""
         return tuple(column.name for column in self.layout)

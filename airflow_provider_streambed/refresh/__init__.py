@@ -11,7 +11,9 @@ re-exported here. One concept per module:
   Connect client.
 - :mod:`.job` is the Spark application (through ``spark_entry.py``), on the session of
   :mod:`.session`; it merges mirrors with :mod:`.mirror` (or :mod:`.mirror_local`) and computes
-  derived members with :mod:`.members`.
+  derived members with :mod:`.members`. The checks a Spark merge fails the run with, as final,
+  are :mod:`.spark_checks`.
+- :mod:`.settings` reads the provider's on/off Spark settings wherever they are set.
 - :mod:`.spec`, :mod:`.mirror_input` and :mod:`.mirror_output` are shared by both paths and
   import no pyspark: the spec's checks and captures, what a merge reads, what it gives and how
   that is staged.

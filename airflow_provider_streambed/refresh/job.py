@@ -3,9 +3,11 @@
 One application computes all members (one JVM start per run): the mirrors concurrently, then the
 derived members in dependency order; passing ``--members`` computes only those (one application
 per member). Every member's output is staged
-with its manifest written last; members already staged for the same W are skipped, so a retry
-recomputes only what failed. A failing member does not stop independent members; the application
-then fails naming every failed member. Imports neither ``capture/`` nor ``publish/``.
+with its manifest written last; members whose output a retry may reuse
+(:func:`.work.fit_manifest`: same W and declaration, computed from its sources as they are) are
+skipped, so a retry recomputes only what failed or changed. A failing member does not stop
+independent members; the application then fails naming every failed member. Imports neither
+``capture/`` nor ``publish/``.
 """
 
 from __future__ import annotations

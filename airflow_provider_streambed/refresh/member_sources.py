@@ -237,6 +237,6 @@ def source_state(
         return SourceState(previous, None, columns, reshaped, key)
     manifest = staged.get(canonical) or fit_manifest(spec, group, group.member(canonical))
     if manifest is None:
-        raise RefreshError(f"source {canonical!r} of member {member.name!r} has no output staged for W from its "
-                           "declaration; stage it first")
+        raise RefreshError(f"source {canonical!r} of member {member.name!r} has no reusable output staged for W (none "
+                           "yet, or its declaration or one of its own sources changed since); stage it first")
     return SourceState(previous, manifest, columns, reshaped, key)

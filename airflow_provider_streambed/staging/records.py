@@ -212,7 +212,8 @@ class MemberManifest:
         files: Parquet data file URIs.
         row_count: rows over all files.
         key_columns: the member's key (mirrors), empty otherwise.
-        written_at: ISO-8601 UTC time the manifest was written.
+        written_at: ISO-8601 UTC time the manifest was written (to the microsecond): also what
+            names this staged output in its derived members' :attr:`inputs`.
         definition: digest of the member declaration the output was computed from (empty: unknown).
         incremental: ``False``: ``files`` are the member's whole table, less the rows
             ``delete_files`` name (a mirror's first cut that adopts its bootstrap copy). ``True`` (a
