@@ -166,7 +166,7 @@ def removed_rows(table: StaticTable, schema: Schema, delta: SnapshotDelta) -> pa
     if read_whole := sum(1 for _, every in taken if every):
         logger.info("table=%s: the removed rows took every row group of %d of the %d data files they were read "
                     "from (changes spread over the table); the deletes carry the removed rows when the merge "
-                    "writes them for a plain keyed source table with REPLICA IDENTITY FULL (docs: limitations, "
+                    "writes them for a keyed source table with REPLICA IDENTITY FULL (docs: limitations, "
                     "the change feed)", ".".join(table.name()), read_whole, len(files))
     return rows
 
