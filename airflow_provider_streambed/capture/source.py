@@ -38,13 +38,6 @@ _STORAGE = f"""CASE WHEN c.relkind = 'p' THEN coalesce((SELECT string_agg(p.oid 
           ORDER BY p.oid) FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf),
           '{NO_PARTITIONS}') END"""
 
-#: Whether every leaf partition of a partitioned table (of ``pg_class c``) has ``REPLICA IDENTITY
-#: FULL``; null for a plain table. PostgreSQL marks an old row whole (``O``) by the partitioned
-#: table's identity but logs it by its partition's, which ``ALTER TABLE ... REPLICA IDENTITY`` on
-#: the partitioned table does not change.
-_LEAVES_FULL = """CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(bool_and(p.relreplident = 'f'), true)
-          FROM pg_partition_tree(c.oid) t JOIN pg_class p ON p.oid = t.relid WHERE t.isleaf) END"""
-
 #: A partitioned table's leaf partitions' replica identities (of ``pg_class c``) as a text:
 #: ``oid:relreplident:xmin`` of each, by OID; null for a plain table. ``ALTER TABLE ... REPLICA
 #: IDENTITY`` that changes a partition's identity updates its ``pg_class`` row, whose ``xmin`` then
@@ -80,7 +73,6 @@ SELECT c.oid::int8, c.relreplident::text, c.relpersistence::text,
            AND (a.atthasmissing OR a.atthasdef)) AS filled,
        current_user::text,
        """ + _STORAGE + """ AS storage,
-       """ + _LEAVES_FULL + """ AS leaves_full,
        """ + _LEAVES + """ AS leaves
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')
@@ -112,8 +104,6 @@ class SourceTable:
             without any; empty for a plain table.
         attnums: each column's ``pg_attribute.attnum``, in layout order: a column's identity,
             which a rename keeps.
-        leaves_full: every leaf partition of a partitioned table has ``REPLICA IDENTITY FULL``
-            (true for a plain table): only then are its old rows marked whole (``O``) whole.
         leaves: of a partitioned table, its leaf partitions' identities (``oid:relreplident:xmin``
             of each): equal readings mean no partition's identity changed in between; empty for
             a plain table.
@@ -129,8 +119,15 @@ class SourceTable:
     keyless: bool = False
     storage: str = ""
     attnums: tuple[int, ...] = ()
-    leaves_full: bool = True
     leaves: str = ""
+
+    @property
+    def leaves_full(self) -> bool:
+        """Whether every leaf partition has ``REPLICA IDENTITY FULL`` (by :attr:`leaves`; true for
+        a plain table). PostgreSQL marks an old row whole (``O``) by the partitioned table's
+        identity but logs it by its partition's, which ``ALTER TABLE ... REPLICA IDENTITY`` on the
+        partitioned table does not change: only then are its old rows marked whole whole."""
+        return all(leaf.split(":")[1] == "f" for leaf in self.leaves.split(",") if leaf)
 
     @property
     def partitioned(self) -> bool:
@@ -200,7 +197,7 @@ def describe_table(
     if row is None:
         raise SourceError(f"{where}: source table {mirror.qualified_table!r} does not exist")
     (oid, identity, persistence, names, types, modifiers, attnums, primary_key, deferrable, identity_index, unreadable,
-     filled, role, storage, leaves_full, leaves) = row
+     filled, role, storage, leaves) = row
     columns = tuple(names or ())
     if unreadable:
         what = "" if len(unreadable) == len(columns) else f" columns {', '.join(unreadable)} of"
@@ -250,7 +247,7 @@ def describe_table(
         f"{where}, table {mirror.qualified_table!r}", ((c.name, c.type_oid, c.type_modifier) for c in layout)
     )
     return SourceTable(mirror.name, mirror.qualified_table, int(oid), layout, key, types, tuple(filled or ()), keyless,
-                       storage or "", tuple(attnums or ()), leaves_full is not False, leaves or "")
+                       storage or "", tuple(attnums or ()), leaves or "")
 
 
 def table_partitions(conn: psycopg.Connection[Any], oid: int) -> tuple[str, str]:

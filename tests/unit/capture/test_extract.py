@@ -63,8 +63,10 @@ def builtin_types(where: str, columns: Iterable[tuple[str, int, int]]) -> tuple[
 def stream(tmp_path: Path, start: int = 100, watermark: int = 1000, copy: CopyFilter | None = None,
            storage: str = "", leaves_full: bool = True, keyless: bool = False) -> ChangeStream:
     types = builtin_types("t", ((c.name, c.type_oid, c.type_modifier) for c in LAYOUT))
+    leaves = "" if not storage else "16500:f:740,16501:f:741" if leaves_full else "16500:f:740,16501:d:741"
     table = SourceTable("t", "public.t", OID, LAYOUT, () if keyless else ("id",), types, keyless=keyless,
-                        storage=storage, leaves_full=leaves_full)
+                        storage=storage, leaves=leaves)
+    assert table.leaves_full == leaves_full or not storage
     log = TableLog("t", (tmp_path / "t").as_uri(), LAYOUT, types, batch_rows=2)
     copies = {} if copy is None else {"t": copy}
     return ChangeStream("g", {"t": table}, {"t": log}, Lsn(start), Lsn(watermark), builtin_types, copies)
