@@ -27,7 +27,7 @@ from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFou
 from airflow_provider_streambed.feed import MemberChanges, changes_between
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
+from airflow_provider_streambed.snapshot_properties import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
 from airflow_provider_streambed.staging import SnapshotFiles
 
 if TYPE_CHECKING:

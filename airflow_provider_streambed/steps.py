@@ -36,7 +36,6 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunS
 from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, settle_failure
 from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
-from airflow_provider_streambed.publish.draft import SOURCE_PROPERTY_PREFIX
 from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
@@ -46,6 +45,7 @@ from airflow_provider_streambed.refresh.settings import switched_on
 from airflow_provider_streambed.refresh.work import members_to_compute
 from airflow_provider_streambed.retention.maintenance import apply_retention_after_publish
 from airflow_provider_streambed.retention.plan import publish_expiry
+from airflow_provider_streambed.snapshot_properties import SOURCE_PROPERTY_PREFIX
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     JobSpec,

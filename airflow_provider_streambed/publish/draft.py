@@ -11,21 +11,17 @@ from airflow_provider_streambed.exceptions import PublishConflictError, PublishE
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.members import MemberPlan
-from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, SHAPE_PROPERTY
+from airflow_provider_streambed.snapshot_properties import (
+    CUT_ID_PROPERTY,
+    DEFINITION_PROPERTY,
+    GROUP_PROPERTY,
+    RESYNC_PROPERTY,
+    RUN_KEY_PROPERTY,
+    SHAPE_PROPERTY,
+    SOURCE_PROPERTY_PREFIX,
+    WATERMARK_PROPERTY,
+)
 from airflow_provider_streambed.staging import MemberManifest
-
-#: Snapshot summary properties every member snapshot of a cut carries.
-GROUP_PROPERTY = "streambed.group"
-CUT_ID_PROPERTY = "streambed.cut-id"
-WATERMARK_PROPERTY = "streambed.watermark-lsn"
-RUN_KEY_PROPERTY = "streambed.run-key"
-#: Why a member was copied again in the cut (a resync of the member); absent otherwise.
-RESYNC_PROPERTY = "streambed.resync-reason"
-#: Prefix of the properties recording a mirror's source table when its snapshot was captured
-#: (``storage``, ``leaves``, ``identity``, ``attnums``:
-#: :meth:`~airflow_provider_streambed.staging.TableCapture.source_record`),
-#: which the next capture compares.
-SOURCE_PROPERTY_PREFIX = "streambed.source-"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.member_declarations import Mirror, incremental_member
 from airflow_provider_streambed.refresh.columns import check_mirror_columns
 from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
-from airflow_provider_streambed.refresh.work import DEFINITION_PROPERTY, SHAPE_PROPERTY, PreviousMember, plan_work
+from airflow_provider_streambed.refresh.work import PreviousMember, plan_work
+from airflow_provider_streambed.snapshot_properties import DEFINITION_PROPERTY, SHAPE_PROPERTY
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
     CaptureManifest,

@@ -25,10 +25,6 @@ from airflow_provider_streambed.staging import JobSpec, MemberManifest, TableCap
 from airflow_provider_streambed.staging.members import staged_manifest
 from airflow_provider_streambed.staging.records import CARRIED
 
-#: Snapshot summary property holding the digest of the member definition the snapshot was made from.
-DEFINITION_PROPERTY = "streambed.definition"
-#: Snapshot summary property holding an incremental SQL member's query shape (:mod:`.member_shape`).
-SHAPE_PROPERTY = "streambed.shape"
 #: Declaration fields that tune how a member is stored or computed, not what its rows are: not in
 #: the digest (an incremental member's rows are those of a whole recompute).
 STORAGE_FIELDS = frozenset({"compact_deleted_ratio", "compact_max_files", "incremental"})

@@ -25,9 +25,9 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.publish import reconcile as reconcile_module
 from airflow_provider_streambed.publish import rest as rest_module
-from airflow_provider_streambed.publish.draft import CUT_ID_PROPERTY, RUN_KEY_PROPERTY
 from airflow_provider_streambed.publish.reconcile import reconcile_before_run
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.snapshot_properties import CUT_ID_PROPERTY, RUN_KEY_PROPERTY
 from airflow_provider_streambed.staging import MemberManifest
 from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
 from airflow_provider_streambed.testing.spark import local_spark_session
