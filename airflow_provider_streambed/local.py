@@ -26,7 +26,7 @@ from airflow_provider_streambed.ledger import CutRecord, RunState
 from airflow_provider_streambed.ledger.runs import UnchangedRun, unchanged_message
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh import run_local_spark_submit
-from airflow_provider_streambed.refresh.connect import run_on_connect
+from airflow_provider_streambed.refresh.spark.connect import run_on_connect
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.staging import JobSpec
 
@@ -98,12 +98,12 @@ def refresh_once(
             unchanged run returns its result (after making sure the slot was advanced) and runs nothing.
         master: the Spark master.
         spark_conf: extra Spark configuration (``spark.streambed.mirror.inProcessMerge``: ``false``
-            has Spark merge every mirror, see :mod:`~airflow_provider_streambed.refresh.mirror_local`).
+            has Spark merge every mirror, see :mod:`~airflow_provider_streambed.refresh.mirrors.duckdb_merge`).
         explicit_watermark: pin this W instead of the current WAL position.
         supersede_pending_runs: abandon another unpublished run of the group instead of failing.
         times: filled with the seconds each step took.
         compact: which mirrors due for compaction are rewritten whole: ``"auto"`` (at most one),
-            ``"all"`` or ``"none"`` (see :mod:`~airflow_provider_streambed.refresh.compaction`).
+            ``"all"`` or ``"none"`` (see :mod:`~airflow_provider_streambed.refresh.plan.compaction`).
         spark_remote: a Spark Connect URL (``sc://host:port``): run the refresh on that server
             instead of spark-submit (``master`` is then unused, and of ``spark_conf`` only its
             ``spark.streambed.*`` settings reach the session).

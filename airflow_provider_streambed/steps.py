@@ -38,11 +38,11 @@ from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
 from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
-from airflow_provider_streambed.refresh.copies import stage_unchanged_copies
 from airflow_provider_streambed.refresh.in_process import stage_in_process
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
-from airflow_provider_streambed.refresh.settings import switched_on
-from airflow_provider_streambed.refresh.work import members_to_compute
+from airflow_provider_streambed.refresh.mirrors.copies import stage_unchanged_copies
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.plan.settings import switched_on
+from airflow_provider_streambed.refresh.plan.work import members_to_compute
 from airflow_provider_streambed.retention.maintenance import apply_retention_after_publish
 from airflow_provider_streambed.retention.plan import publish_expiry
 from airflow_provider_streambed.snapshot_properties import SOURCE_PROPERTY_PREFIX

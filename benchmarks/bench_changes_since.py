@@ -41,7 +41,7 @@ from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
-from airflow_provider_streambed.refresh.mirror_local import identified
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import identified
 from tests.integration.publish.helpers import stage, stage_delta
 
 GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"),))

@@ -7,7 +7,7 @@ drawn at random from the whole table, and of keys drawn from its newest 1 % (hot
 OLTP shape). Everything runs in one in-process ``local[2]`` Spark session, warmed up first, so no
 JVM start is in any figure:
 
-- merge + write: the merge a refresh runs (:func:`~airflow_provider_streambed.refresh.job.merge`:
+- merge + write: the merge a refresh runs (:func:`~airflow_provider_streambed.refresh.spark.job.merge`:
   in-process with DuckDB) and ``stage_member_output`` (new images + position deletes), the
   median of ``--repeats`` refreshes, as a fraction of a plain read + write of the whole table in
   the same session (goals: <= 3 %, <= 5 %, <= 10 %); beside it, the same refresh of the changes
@@ -43,9 +43,9 @@ from pyspark.sql import functions as F
 
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
-from airflow_provider_streambed.refresh.job import merge
-from airflow_provider_streambed.refresh.mirror import merge_mirror
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
+from airflow_provider_streambed.refresh.mirrors.spark_merge import merge_mirror
+from airflow_provider_streambed.refresh.spark.job import merge
 from airflow_provider_streambed.spark_snapshot import ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import (
     DELETE_ROW,

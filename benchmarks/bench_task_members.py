@@ -5,7 +5,7 @@ PostgreSQL cluster is mirrored by two groups, each with one incremental SQL memb
 ``COUNT``/``SUM``/``AVG`` per ``grp``:
 
 - ``in_task``: the query the refresh task updates itself (:mod:`~airflow_provider_streambed.refresh.in_process`,
-  :mod:`~airflow_provider_streambed.refresh.sql_delta_local`): the run starts no Spark application;
+  :mod:`~airflow_provider_streambed.refresh.derived.duckdb_delta`): the run starts no Spark application;
 - ``by_spark``: the same aggregates under a ``WHERE`` that keeps every row, which the task leaves to
   Spark: the run starts a spark-submit application (``local[2]``), which updates the member from
   its changes.

@@ -92,7 +92,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         members: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        from airflow_provider_streambed.refresh.compaction import COMPACT_MODES
+        from airflow_provider_streambed.refresh.plan.compaction import COMPACT_MODES
 
         kwargs.setdefault("doc_md", DOC_MD)
         super().__init__(**kwargs)
@@ -139,7 +139,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         """Compute ``members`` (all: empty) in this worker as a client of the connection's Spark Connect server."""
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-        from airflow_provider_streambed.refresh.connect import run_on_connect
+        from airflow_provider_streambed.refresh.spark.connect import run_on_connect
 
         url = SparkConnectHook(self.spark_conn_id).get_connection_url()
         run_on_connect(spec, url, members, connection=self.spark_conn_id, settings=self.conf)
@@ -166,7 +166,7 @@ class RefreshGroupOperator(StreambedBaseOperator):
         """
         from airflow_provider_streambed.dependencies import check_spark_reachable
         from airflow_provider_streambed.refresh import job_application
-        from airflow_provider_streambed.refresh.submit import spark_submit_executable
+        from airflow_provider_streambed.refresh.spark.submit import spark_submit_executable
 
         connection = self.check_spark_connection()
 

@@ -1,7 +1,7 @@
 """Members computed and staged in the refresh task's process (the Airflow worker), before any Spark application.
 
-Mirrors the in-process merge takes (:mod:`.mirror_local`), then incremental SQL members whose
-sources are staged or carried and whose update the worker computes (:mod:`.sql_delta_local`).
+Mirrors the in-process merge takes (:mod:`.duckdb_merge`), then incremental SQL members whose
+sources are staged or carried and whose update the worker computes (:mod:`.duckdb_delta`).
 Imports no pyspark: both are DuckDB's.
 """
 
@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
-from airflow_provider_streambed.refresh.member_sources import source_state
-from airflow_provider_streambed.refresh.mirror_input import mirror_input
-from airflow_provider_streambed.refresh.mirror_local import merge_in_process
-from airflow_provider_streambed.refresh.mirror_output import stage_mirror
-from airflow_provider_streambed.refresh.spec import check_spec, read_captures
-from airflow_provider_streambed.refresh.sql_delta_local import stage_updated
-from airflow_provider_streambed.refresh.work import definition_digest, members_to_compute
+from airflow_provider_streambed.refresh.derived.duckdb_delta import stage_updated
+from airflow_provider_streambed.refresh.derived.sources import source_state
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import merge_in_process
+from airflow_provider_streambed.refresh.mirrors.merge_input import mirror_input
+from airflow_provider_streambed.refresh.mirrors.merge_output import stage_mirror
+from airflow_provider_streambed.refresh.plan.spec import check_spec, read_captures
+from airflow_provider_streambed.refresh.plan.work import definition_digest, members_to_compute
 from airflow_provider_streambed.staging import JobSpec, TableCapture
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def stage_in_process(spec: JobSpec, members: Sequence[str] = (), settings: Mappi
     ``members``) still to compute that this process computes; returns their names.
 
     First the mirrors the in-process merge takes; then, sources first, the incremental SQL
-    members whose sources are staged for W or carried and whose update :mod:`.sql_delta_local`
+    members whose sources are staged for W or carried and whose update :mod:`.duckdb_delta`
     computes (``settings``: the refresh's Spark configuration, for a full refresh). A run whose
     work is all such members then submits no Spark application, and the one it submits skips
     them (their output is staged for W). A member this process does not take, or that fails here

@@ -71,7 +71,7 @@ def staged_manifest(
 
     Output computed from another declaration of the member (edited between tries), or whose
     files are damaged (:func:`damage`), is computed again. What a retry reuses is decided by
-    :func:`~airflow_provider_streambed.refresh.work.fit_manifest` on top of this.
+    :func:`~airflow_provider_streambed.refresh.plan.work.fit_manifest` on top of this.
     """
     manifest = read_member_manifest(root, member)
     if manifest is None or manifest.watermark != watermark:

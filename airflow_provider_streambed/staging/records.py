@@ -236,7 +236,7 @@ class MemberManifest:
             (:meth:`TableCapture.source_record`), kept with its snapshot.
         renamed: a resynced mirror's columns renamed since the last cut (old name -> new).
         shape: an incremental SQL member's query shape, recorded with its snapshot for later
-            runs (JSON, :mod:`airflow_provider_streambed.refresh.member_shape`; empty: none).
+            runs (JSON, :mod:`airflow_provider_streambed.refresh.derived.member_shape`; empty: none).
         inputs: what a derived member's output was computed from, by source: that source's
             staged output (its ``written_at``) or :data:`CARRIED` (its previous snapshot); empty
             for a mirror, or staged by an older release. A retry reuses the output only while its

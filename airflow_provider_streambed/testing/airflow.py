@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from airflow_provider_streambed.refresh.submit import LOCAL_CONF
+from airflow_provider_streambed.refresh.spark.submit import LOCAL_CONF
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 
 BIN = Path(sys.executable).parent

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.session import REQUIRED_CONF, quiet_py4j
-from airflow_provider_streambed.refresh.submit import LOCAL_CONF
+from airflow_provider_streambed.refresh.spark.session import REQUIRED_CONF, quiet_py4j
+from airflow_provider_streambed.refresh.spark.submit import LOCAL_CONF
 
 
 def local_spark_session(app_name: str) -> SparkSession:

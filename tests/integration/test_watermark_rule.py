@@ -22,7 +22,7 @@ from airflow_provider_streambed.exceptions import InvalidWatermarkError, is_fina
 from airflow_provider_streambed.ledger import RunState
 from airflow_provider_streambed.ledger.claims import claim_group
 from airflow_provider_streambed.local import refresh_once
-from airflow_provider_streambed.refresh.spec import check_spec
+from airflow_provider_streambed.refresh.plan.spec import check_spec
 from airflow_provider_streambed.staging import JobSpec
 
 pytestmark = pytest.mark.slow

@@ -161,12 +161,13 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_every_kind_of_import() -> None:
     graph = modules()
-    assert f"{PACKAGE}.refresh.work" in graph[f"{PACKAGE}.refresh.in_process"].imports_on_load
+    assert f"{PACKAGE}.refresh.plan.work" in graph[f"{PACKAGE}.refresh.in_process"].imports_on_load
     assert f"{PACKAGE}.task_group" in graph[PACKAGE].imports - graph[PACKAGE].imports_on_load  # in a function
-    assert f"{PACKAGE}.refresh.mirror_input" in graph[f"{PACKAGE}.refresh.mirror"].imports  # from x import y
-    assert f"{PACKAGE}.storage" in graph[f"{PACKAGE}.refresh.mirror_local"].imports  # from package import module
+    mirrors = f"{PACKAGE}.refresh.mirrors"
+    assert f"{mirrors}.merge_input" in graph[f"{mirrors}.spark_merge"].imports  # from x import y
+    assert f"{PACKAGE}.storage" in graph[f"{mirrors}.duckdb_merge"].imports  # from package import module
     assert graph[f"{PACKAGE}.operators.base"].imports_airflow
-    assert not graph[f"{PACKAGE}.refresh.job"].imports_airflow
+    assert not graph[f"{PACKAGE}.refresh.spark.job"].imports_airflow
 
 
 def test_no_module_imports_itself_through_others() -> None:
@@ -205,8 +206,8 @@ def test_pure_modules_import_only_each_other() -> None:
 def test_the_spark_job_imports_neither_capture_nor_publish() -> None:
     """The job gets a job spec (``refresh/__init__`` runs first when Python imports it)."""
     graph = modules()
-    job = reached([f"{PACKAGE}.refresh.spark_entry", f"{PACKAGE}.refresh"])
-    assert f"{PACKAGE}.refresh.job" in job
+    job = reached([f"{PACKAGE}.refresh.spark.entry", f"{PACKAGE}.refresh", f"{PACKAGE}.refresh.spark"])
+    assert f"{PACKAGE}.refresh.spark.job" in job
     assert sorted(name for name in job if room(name) in {"capture", "publish"} or graph[name].imports_airflow) == []
 
 
@@ -216,7 +217,7 @@ def test_the_in_process_path_imports_no_pyspark() -> None:
     code = (
         "import sys\n"
         "sys.modules['pyspark'] = None  # every import of pyspark or a submodule of it fails\n"
-        f"import {PACKAGE}.refresh.in_process, {PACKAGE}.refresh.mirror_local, {PACKAGE}.refresh.work\n"
+        f"import {PACKAGE}.refresh.in_process, {PACKAGE}.refresh.mirrors.duckdb_merge, {PACKAGE}.refresh.plan.work\n"
         f"import {PACKAGE}.steps, {PACKAGE}.local\n"
     )
     path = os.pathsep.join([str(SOURCE.parent), os.environ.get("PYTHONPATH", "")])

@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from airflow_provider_streambed.examples.bank import Writer, load_bank
 from airflow_provider_streambed.read import Cut, CutReader
-from airflow_provider_streambed.refresh.submit import LOCAL_CONF
+from airflow_provider_streambed.refresh.spark.submit import LOCAL_CONF
 from tests.integration.airflow.bank import check_cut
 from tests.integration.airflow.observers import clear_openlineage_config
 

@@ -13,7 +13,7 @@ from airflow.sdk import DAG
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember, StreambedRefreshGroup
 from airflow_provider_streambed.examples.bank import ACCOUNTS, INITIAL_BALANCE, load_bank, move_money
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.conftest import spark_kwargs, sync_dags
 

@@ -17,7 +17,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
-from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.steps import last_cut_mirrors
 

@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_streambed.refresh.members import CutContext
+from airflow_provider_streambed.refresh.derived.members import CutContext
 
 #: The type of :func:`owner_totals`' and :func:`kind_totals`' sums, whole or updated.
 TOTAL_TYPE = "decimal(22,2)"

@@ -35,8 +35,8 @@ from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
-from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.steps import last_cut_mirrors
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.airflow.bank import check_cut

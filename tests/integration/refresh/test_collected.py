@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.refresh import members
-from airflow_provider_streambed.refresh.members import collected
+from airflow_provider_streambed.refresh.derived import members
+from airflow_provider_streambed.refresh.derived.members import collected
 from airflow_provider_streambed.staging import SnapshotFiles, stage_member_output
 
 #: One column of each type a member's result commonly has; ``n`` is not nullable.

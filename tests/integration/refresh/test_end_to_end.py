@@ -32,7 +32,7 @@ from airflow_provider_streambed.ledger import Ledger, cut_tag
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader, load_duckdb_iceberg
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
-from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, CaptureManifest, MemberManifest
 from tests.integration.refresh.test_members import BY_NAME_SQL, TOTALS_SQL, derived_group
 

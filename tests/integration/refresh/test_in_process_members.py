@@ -22,8 +22,8 @@ import pytest
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import member_sources
-from airflow_provider_streambed.refresh.member_sources import INCREMENTAL_CONF
+from airflow_provider_streambed.refresh.derived import sources
+from airflow_provider_streambed.refresh.derived.sources import INCREMENTAL_CONF
 from airflow_provider_streambed.testing.spark import EventLogs
 from tests.integration.refresh.deletes import delete_files_with_images
 
@@ -63,7 +63,7 @@ def test_a_group_of_a_mirror_and_a_member_the_worker_updates_starts_no_spark(
     pg_dsn: str, sqlite_catalog_uri: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    caplog.set_level(logging.DEBUG, logger=member_sources.__name__)
+    caplog.set_level(logging.DEBUG, logger=sources.__name__)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE facts (id int PRIMARY KEY, grp int, v numeric(12,2), k int)")
         conn.execute("INSERT INTO facts SELECT i, i % 3, (i % 7) * 0.5, NULLIF(i % 4, 0) "

@@ -25,10 +25,10 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import delta_rules, member_shape, sql_incremental
-from airflow_provider_streambed.refresh.connect_variables import connect_mode
-from airflow_provider_streambed.refresh.member_sources import INCREMENTAL_CONF
-from airflow_provider_streambed.refresh.session import REQUIRED_CONF
+from airflow_provider_streambed.refresh.derived import delta_rules, incremental_sql, member_shape
+from airflow_provider_streambed.refresh.derived.sources import INCREMENTAL_CONF
+from airflow_provider_streambed.refresh.spark.connect_variables import connect_mode
+from airflow_provider_streambed.refresh.spark.session import REQUIRED_CONF
 from tests.integration.refresh.cuts import Cuts, cuts_of
 from tests.integration.refresh.deletes import delete_files_with_images
 from tests.integration.refresh.workloads import JOIN_SCHEMA, SCHEMA, join_workload, workload
@@ -100,7 +100,7 @@ def _check_cuts(cuts: Cuts, catalog_uri: str, changes: Callable[[int], None],
 @pytest.fixture
 def always_maintained(monkeypatch: pytest.MonkeyPatch) -> None:
     """SQL members are maintained however many groups a run touches."""
-    monkeypatch.setattr(sql_incremental, "MAX_TOUCHED_SHARE", 10.0)
+    monkeypatch.setattr(incremental_sql, "MAX_TOUCHED_SHARE", 10.0)
 
 
 @pytest.mark.usefixtures("always_maintained")
@@ -238,6 +238,6 @@ def test_incremental_sql_members_over_a_key_join_equal_a_whole_recompute_on_ever
 
 def test_a_sql_member_whose_changes_touch_most_groups_is_computed_whole(spark: SparkSession) -> None:
     previous = spark.createDataFrame([(key,) for key in range(10)], "k int")
-    assert sql_incremental.mostly_touched(previous, spark.createDataFrame([(1,), (2,)], "k int")) == ""
-    assert sql_incremental.mostly_touched(previous, spark.createDataFrame([(key,) for key in range(6)], "k int")) == (
+    assert incremental_sql.mostly_touched(previous, spark.createDataFrame([(1,), (2,)], "k int")) == ""
+    assert incremental_sql.mostly_touched(previous, spark.createDataFrame([(key,) for key in range(6)], "k int")) == (
         "its changes touched 6 of its 10 groups (more than 50%)")

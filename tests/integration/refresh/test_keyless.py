@@ -28,11 +28,15 @@ from airflow_provider_streambed.exceptions import FinalRefreshError, is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh import mirror_local
-from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.keyless_probe import probe_column
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput
-from airflow_provider_streambed.refresh.mirror_local import DELETE_SCHEMA, IN_PROCESS_MERGE_CONF, merge_in_process
+from airflow_provider_streambed.refresh.mirrors import duckdb_merge
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import (
+    DELETE_SCHEMA,
+    IN_PROCESS_MERGE_CONF,
+    merge_in_process,
+)
+from airflow_provider_streambed.refresh.mirrors.keyless_probe import probe_column
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import SnapshotFiles, TableCapture
 from tests.integration.refresh.changelog_model import TableModel
 from tests.integration.refresh.cuts import Cuts, cuts_of
@@ -195,9 +199,9 @@ def test_the_in_process_merge_narrowed_by_a_probe_column_deletes_what_comparing_
         probes.append(probe_column(removed))
         return probes[-1]
 
-    monkeypatch.setattr(mirror_local, "probe_column", recorded)
+    monkeypatch.setattr(duckdb_merge, "probe_column", recorded)
     narrowed = merge_in_process(source)
-    monkeypatch.setattr(mirror_local, "probe_column", lambda removed: None)
+    monkeypatch.setattr(duckdb_merge, "probe_column", lambda removed: None)
     whole = merge_in_process(source)
     assert probes == ["id"] and narrowed is not None and whole is not None
     for merged in (narrowed, whole):

@@ -17,7 +17,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, RefreshError, is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror, PythonMember, SqlMember
-from airflow_provider_streambed.refresh.job import run_job
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.members import read_member_manifest
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row

@@ -17,8 +17,8 @@ from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshErro
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.parquet_rows import read_deletes
-from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging.members import read_member_manifest
 from airflow_provider_streambed.staging.records import DELETE_ROW
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes

@@ -17,12 +17,12 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
-from airflow_provider_streambed.refresh import mirror_local
-from airflow_provider_streambed.refresh.job import run_job
-from airflow_provider_streambed.refresh.mirror import merge_mirror
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, merge_in_process
-from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
+from airflow_provider_streambed.refresh.mirrors import duckdb_merge
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF, merge_in_process
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput, mirror_input
+from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput
+from airflow_provider_streambed.refresh.mirrors.spark_merge import merge_mirror
+from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import MemberManifest, SnapshotFiles, TableCapture
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
@@ -56,7 +56,7 @@ def test_in_process_merge_follows_random_changes_as_spark_does(
         capture = model.flush(capture_dir(tmp_path, GROUP, run_key, "accounts"), "accounts")
         spec = stage_spec(tmp_path, GROUP, run_key, Lsn(model.lsn), [capture], previous, prev_w, cut)
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger=mirror_local.__name__):
+        with caplog.at_level(logging.INFO, logger=duckdb_merge.__name__):
             staged: MemberManifest = run_job(spark, spec)["accounts"]
         in_process = "merged in-process" in caplog.text
         assert in_process == (cut > 1), f"cut {cut}: {caplog.text}"
@@ -107,7 +107,7 @@ def test_spark_merges_what_the_in_process_merge_does_not_take(
     model.commit()
     spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [model.flush(tmp_path / "c2", "t")], first, Lsn(1), 2)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=mirror_local.__name__), \
+    with caplog.at_level(logging.INFO, logger=duckdb_merge.__name__), \
             spark_conf(spark, IN_PROCESS_MERGE_CONF, "false" if reason is None else "true"):
         staged = run_job(spark, spec)
     assert "merged in-process" not in caplog.text
@@ -143,7 +143,7 @@ def test_a_truncate_among_the_changes_writes_the_mirror_whole(
         model.pending[-1]["note"] = "after"
     model.commit()
     spec = stage_spec(tmp_path, group, "r2", Lsn(model.lsn), [capture(tmp_path / "c2")], first, Lsn(1), 2)
-    with caplog.at_level(logging.INFO, logger=mirror_local.__name__), \
+    with caplog.at_level(logging.INFO, logger=duckdb_merge.__name__), \
             spark_conf(spark, IN_PROCESS_MERGE_CONF, in_process):
         staged = run_job(spark, spec)
     assert ("member=t: rewritten whole in-process (truncated)" in caplog.text) == (in_process == "true")
@@ -165,7 +165,7 @@ def test_a_mirror_over_an_empty_previous_snapshot_is_written_whole_in_process(
     model.commit()
     group = RefreshGroup("empty", "src", "cat", "ns", (Mirror("public.t"),))
     spec = stage_spec(tmp_path, group, "r1", Lsn(model.lsn), [model.flush(tmp_path / "c1", "t")])
-    with caplog.at_level(logging.INFO, logger=mirror_local.__name__):
+    with caplog.at_level(logging.INFO, logger=duckdb_merge.__name__):
         staged = run_job(spark, spec)
     assert "member=t: rewritten whole in-process (first cut): 1 rows" in caplog.text
     assert not staged["t"].incremental and sorted_rows(read_staged(staged["t"]), ("id",)) == [{"id": 1, "note": "c"}]
@@ -230,9 +230,9 @@ def test_what_the_in_process_merge_leaves_to_spark(
     previous = pa.table({"ID": [10, 20], "id": [1, 2]} if case == "case" else {"id": [1, 2], "v": ["a", "b"]})
     changed: dict[str, object] = {"ID": 11} if case == "case" else {"v": "new"}
     if case == "size":
-        monkeypatch.setattr(mirror_local, "MAX_CHANGES", 0)
+        monkeypatch.setattr(duckdb_merge, "MAX_CHANGES", 0)
     if case == "object store":  # a region look-up or an unknown scheme would fail the member, not hand it to Spark
         monkeypatch.setattr(SnapshotFiles, "readable", lambda files: (("s3://warehouse/t/data/part-0.parquet",), ()))
-    with caplog.at_level(logging.INFO, logger=mirror_local.__name__):
+    with caplog.at_level(logging.INFO, logger=duckdb_merge.__name__):
         assert merge_one_update(tmp_path, previous, ("id",), changed) is None
     assert f"merged by Spark: {reason}" in caplog.text

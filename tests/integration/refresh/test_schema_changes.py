@@ -27,7 +27,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
 from tests.integration.refresh.cuts import Cuts, cuts_of
 
 pytestmark = pytest.mark.slow
@@ -106,7 +106,7 @@ def data_files(cuts: Cuts, cut_id: int, member: str) -> set[str]:
 def test_a_compatible_change_evolves_the_mirror_in_place(
     cuts: Cuts, spark: SparkSession, change: str, merge: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="airflow_provider_streambed.refresh.mirror_local")
+    caplog.set_level(logging.INFO, logger="airflow_provider_streambed.refresh.mirrors.duckdb_merge")
     spark.conf.set(IN_PROCESS_MERGE_CONF, str(merge == "in-process").lower())
     try:
         cuts.publish("run1")

@@ -1,4 +1,4 @@
-"""Spark sessions used from threads: the JVM's active session (the private API in ``refresh/session.py``)."""
+"""Spark sessions used from threads: the JVM's active session (the private API in ``refresh/spark/session.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_streambed.refresh.session import share_session
+from airflow_provider_streambed.refresh.spark.session import share_session
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
-from airflow_provider_streambed.refresh.columns import check_mirror_columns
+from airflow_provider_streambed.refresh.plan.columns import check_mirror_columns
 from airflow_provider_streambed.staging import TableCapture
 
 

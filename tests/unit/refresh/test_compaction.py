@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.exceptions import DeclarationError
-from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions, due_reason
+from airflow_provider_streambed.refresh.plan.compaction import SnapshotStorage, choose_compactions, due_reason
 
 GROUP = RefreshGroup(
     name="bank", source_conn_id="pg", catalog_conn_id="lake", namespace="bank",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_streambed.refresh.delta_rules import (
+from airflow_provider_streambed.refresh.derived.delta_rules import (
     averages_exactly,
     delta_reason,
     recomputed_groups,
     sums_exactly,
 )
-from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape, GroupKey
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
 
 KEYS = (GroupKey("k", "src", "k"),)
 DECIMAL = "decimal(12,2)"

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from airflow_provider_streambed.refresh.keyless_probe import probe_column
+from airflow_provider_streambed.refresh.mirrors.keyless_probe import probe_column
 
 
 def test_the_column_with_the_most_distinct_removed_values_is_the_probe() -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from airflow_provider_streambed.exceptions import is_final
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.refresh.member_sources import SourceState, changed_rows
-from airflow_provider_streambed.refresh.mirror_local import position_deletes
+from airflow_provider_streambed.refresh.derived.sources import SourceState, changed_rows
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import position_deletes
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.records import MemberManifest
 

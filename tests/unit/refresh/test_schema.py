@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
-from airflow_provider_streambed.refresh.schema import check_mirror_key
+from airflow_provider_streambed.refresh.plan.keys import check_mirror_key
 from airflow_provider_streambed.staging import TableCapture
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_streambed.refresh.settings import switched_on
+from airflow_provider_streambed.refresh.plan.settings import switched_on
 
 
 def test_a_switch_is_on_unless_set_to_false() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_streambed.refresh.spark_checks import FINAL_CHECK, failed_final_check
+from airflow_provider_streambed.refresh.spark.checks import FINAL_CHECK, failed_final_check
 
 
 def test_only_the_raised_check_counts_not_a_plan_that_quotes_it() -> None:

@@ -7,8 +7,8 @@ import dataclasses
 import pyarrow as pa
 import pytest
 
-from airflow_provider_streambed.refresh.sql_delta_local import in_process_reason, updated_table
-from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape, GroupKey
+from airflow_provider_streambed.refresh.derived.duckdb_delta import in_process_reason, updated_table
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
 
 ROWS = AggregateOutput("n", "count", None, "")
 COUNTED = AggregateOutput("nv", "count", 0, "integer", "v")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from airflow_provider_streambed.refresh import job_application, job_arguments
-from airflow_provider_streambed.refresh.submit import _error_summary, spark_submit_command
+from airflow_provider_streambed.refresh.spark.submit import _error_summary, spark_submit_command
 
 
 def test_job_arguments_and_command() -> None:
-    assert Path(job_application()).name == "spark_entry.py"
+    assert Path(job_application()).name == "entry.py"
     assert Path(job_application()).is_file()
     assert job_arguments("file:///s/spec.json") == ["file:///s/spec.json"]
     assert job_arguments("file:///s/spec.json", ["orders", "totals"]) == [

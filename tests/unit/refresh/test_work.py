@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
-from airflow_provider_streambed.refresh.work import PreviousMember, definition_digest, plan_work
+from airflow_provider_streambed.refresh.plan.work import PreviousMember, definition_digest, plan_work
 from airflow_provider_streambed.staging import TableCapture
 
 GROUP = RefreshGroup(

@@ -1,4 +1,4 @@
-"""The DuckDB queries of the in-process mirror merge (:mod:`.mirror_local`): pure text builders."""
+"""The DuckDB queries of the in-process mirror merge (:mod:`.duckdb_merge`): pure text builders."""
 
 from __future__ import annotations
 

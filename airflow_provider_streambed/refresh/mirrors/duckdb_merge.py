@@ -1,6 +1,6 @@
 """Mirror merge in this process with DuckDB: the common incremental case, without a Spark job.
 
-The merge is :mod:`.mirror`'s, with the same result: the last image of each changed key ordered by
+The merge is :mod:`.spark_merge`'s, with the same result: the last image of each changed key ordered by
 ``(_commit_lsn, _seq)``, deletes dropped, and position deletes of the changed keys' rows in the
 previous snapshot's files. Spark pays about ten jobs for it, whatever the change: on a warm
 ``local[2]`` session a refresh of one key costs a quarter of a plain read and write of a
@@ -8,7 +8,7 @@ previous snapshot's files. Spark pays about ten jobs for it, whatever the change
 changed keys (their file name and row number, reading the key columns only) and ranks the
 changes; the new images are the changelog's own rows, taken by pyarrow, so their values and
 types are exactly the changelog's (as a bootstrap copy's are). A keyless mirror is merged as a
-multiset, as :mod:`.mirror` does: DuckDB counts each distinct changed row's inserts minus
+multiset, as :mod:`.spark_merge` does: DuckDB counts each distinct changed row's inserts minus
 deletes, and picks that many previous live rows equal to each removed row (compared on every
 column, the whole row being the only identity, after a scan narrowed by one column:
 :mod:`.keyless_probe`).
@@ -28,9 +28,9 @@ files and the changelog segments are read as the columns at W
 :func:`merge_in_process` merges only when every previous file is on a local file system;
 otherwise it returns ``None`` (and logs why) and Spark merges:
 
-- a compaction (``rewrite``) of previous files over :data:`~.compact_local.MAX_REWRITE_BYTES`:
+- a compaction (``rewrite``) of previous files over :data:`~.rewrite.MAX_REWRITE_BYTES`:
   the mirror is written whole (a smaller mirror's compaction is written whole here,
-  :mod:`.compact_local`, and so is the mirror after a truncate among the changes, or over an
+  :mod:`.rewrite`, and so is the mirror after a truncate among the changes, or over an
   empty previous snapshot, such as the first cut of a table copied empty: the changes, after the
   last truncate, merged on nothing);
 - the key changed, or column names that differ only in case (DuckDB's names do not);
@@ -57,9 +57,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.refresh.compact_local import MAX_REWRITE_BYTES, rewrite_whole, small_enough
-from airflow_provider_streambed.refresh.keyless_probe import probe_column
-from airflow_provider_streambed.refresh.merge_queries import (
+from airflow_provider_streambed.refresh.mirrors.keyless_probe import probe_column
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput, diverged
+from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput
+from airflow_provider_streambed.refresh.mirrors.merge_queries import (
     FILE,
     NET,
     POS,
@@ -74,8 +75,7 @@ from airflow_provider_streambed.refresh.merge_queries import (
     removed_positions_query,
     unchanged_values_query,
 )
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput, diverged
-from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
+from airflow_provider_streambed.refresh.mirrors.rewrite import MAX_REWRITE_BYTES, rewrite_whole, small_enough
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.refresh.connect_variables import connect_mode
+from airflow_provider_streambed.refresh.spark.connect_variables import connect_mode
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 
 logger = logging.getLogger(__name__)
@@ -45,8 +45,8 @@ def run_on_connect(
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
     from pyspark.sql import SparkSession
 
-    from airflow_provider_streambed.refresh.job import run_job
-    from airflow_provider_streambed.refresh.session import REQUIRED_CONF
+    from airflow_provider_streambed.refresh.spark.job import run_job
+    from airflow_provider_streambed.refresh.spark.session import REQUIRED_CONF
 
     where = describe_remote(url, connection)
     check_spark_reachable(url, connection)

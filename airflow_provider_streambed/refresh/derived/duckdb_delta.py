@@ -1,11 +1,11 @@
 """Aggregates updated from a source's changes in the worker's process, with no Spark job.
 
-:mod:`.sql_delta` updates a ``GROUP BY`` member from its source's changes in Spark: the query over
+:mod:`.spark_delta` updates a ``GROUP BY`` member from its source's changes in Spark: the query over
 the rows added and removed, combined with the previous output. Each Spark job, and each schema
 Spark analyses, is a round trip: on a warm Spark Connect server a run costs 0.4-0.7 s whatever the
 changes' size, most of a small member's run. When the member's recorded shape
 (:mod:`.member_shape`) describes its query entirely, the same update is computed here instead, by
-DuckDB over the changes read by pyarrow (as the mirrors' merge is, :mod:`.mirror_local`), under
+DuckDB over the changes read by pyarrow (as the mirrors' merge is, :mod:`.duckdb_merge`), under
 the same rule (:func:`.delta_rules.delta_reason`) and with the same results:
 
 - the query reads one source, with no ``WHERE``: every row of the source is a row it groups;
@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.delta_rules import (
+from airflow_provider_streambed.refresh.derived.delta_rules import (
     AVERAGED_EXACTLY_UP_TO,
     EXTREMES,
     LOST,
@@ -45,17 +45,17 @@ from airflow_provider_streambed.refresh.delta_rules import (
     delta_reason,
     has_extremes,
 )
-from airflow_provider_streambed.refresh.member_sources import (
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape
+from airflow_provider_streambed.refresh.derived.shape_record import recorded_shape
+from airflow_provider_streambed.refresh.derived.sources import (
     SourceState,
     basis_reason,
     changed_rows,
     live_rows,
     staged_inputs,
 )
-from airflow_provider_streambed.refresh.merge_queries import quoted
-from airflow_provider_streambed.refresh.settings import Settings
-from airflow_provider_streambed.refresh.shape_record import recorded_shape
-from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
+from airflow_provider_streambed.refresh.mirrors.merge_queries import quoted
+from airflow_provider_streambed.refresh.plan.settings import Settings
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import MAX_COLLECTED_ROWS, row_count, stage_member_output
 
@@ -87,7 +87,7 @@ def stage_updated(settings: Settings, spec: JobSpec, member: SqlMember, sources:
     ``None`` when Spark must compute it.
 
     Args:
-        settings: Spark configuration (:data:`.member_sources.INCREMENTAL_CONF`): the session's in
+        settings: Spark configuration (:data:`.sources.INCREMENTAL_CONF`): the session's in
             a Spark application, the refresh's own in the refresh task.
         spec: the run's job spec (the member's recorded shape and previous output).
         member: an incremental SQL member.
@@ -183,7 +183,7 @@ def updated_table(shape: GroupByShape, previous: pa.Table, added: pa.Table, remo
 def update_query(shape: GroupByShape, output: pa.Schema) -> str:
     """DuckDB's query of the member's output at W from the relations ``previous`` (its previous
     output, of schema ``output``), ``added`` and ``removed`` (its source's rows added and removed),
-    as :func:`.sql_delta.updated_aggregates` computes it, with the column :data:`LOST`."""
+    as :func:`.spark_delta.updated_aggregates` computes it, with the column :data:`LOST`."""
     keys = [quoted(key.output) for key in shape.keys]
     groups = ", ".join(str(i + 1) for i in range(len(keys)))
     from_source = [f"{quoted(key.column)} AS {quoted(key.output)}" for key in shape.keys]
@@ -227,7 +227,7 @@ def _of_rows(aggregate: AggregateOutput) -> str:
 
 def _value(i: int, aggregate: AggregateOutput, counts: Mapping[int | None, int], sums: Mapping[int | None, int],
            output: pa.Schema) -> str:
-    """Aggregate ``i``'s value at W, as :func:`.sql_delta.updated_aggregates` computes it."""
+    """Aggregate ``i``'s value at W, as :func:`.spark_delta.updated_aggregates` computes it."""
     if aggregate.function == "count":
         return _total(i, "HUGEINT")
     if aggregate.function in EXTREMES:

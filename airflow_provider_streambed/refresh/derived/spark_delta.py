@@ -13,7 +13,7 @@ divided by the count, which equals Spark's double sum while the group's values c
 2**53 (:data:`AVERAGED_EXACTLY_UP_TO` rows). ``MIN`` and ``MAX`` take the added rows' extreme in a
 group that lost no rows. A group whose value is not known so (:func:`recomputed_groups`: it lost
 rows and has a ``MIN`` or ``MAX``, or its integer mean counts more rows) is recomputed from the
-source at W (:func:`.sql_incremental.maintained_output`), as every touched group is when the query
+source at W (:func:`.incremental_sql.maintained_output`), as every touched group is when the query
 is not of this class (:func:`delta_reason`). This is the rule of materialized views' fast refresh
 (Oracle's needs ``COUNT(*)``, and ``COUNT(x)`` beside ``SUM(x)`` and ``AVG(x)``, for the same
 reasons). Floating-point sums and means, and means of ``bigint``, are rounded by Spark: only a
@@ -28,14 +28,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, DoubleType, LongType, StructType
 
-from airflow_provider_streambed.refresh.delta_rules import (
+from airflow_provider_streambed.refresh.derived.delta_rules import (
     AVERAGED_EXACTLY_UP_TO,
     LOST,
     PART,
     bounded_means,
     has_extremes,
 )
-from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape
 
 
 def updated_aggregates(

@@ -4,7 +4,7 @@ The copy's files are typed Parquet of the mirror's columns (:mod:`~airflow_provi
 so a mirror whose table had no change between the copy's snapshot and W needs no computation:
 its staged output names the copy's files as they are and publish moves them into the table.
 A mirror with changes is merged by the Spark job instead, which adopts the copy's files too and
-deletes its changed rows by position (:func:`~airflow_provider_streambed.refresh.mirror_input.mirror_input`).
+deletes its changed rows by position (:func:`~airflow_provider_streambed.refresh.mirrors.merge_input.mirror_input`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Mirror
-from airflow_provider_streambed.refresh.work import definition_digest, fit_manifest
+from airflow_provider_streambed.refresh.plan.work import definition_digest, fit_manifest
 from airflow_provider_streambed.staging import CaptureManifest, JobSpec, MemberManifest, read_json, write_json
 from airflow_provider_streambed.staging.members import file_sizes
 from airflow_provider_streambed.staging.paths import member_manifest_uri

@@ -1,7 +1,7 @@
 """Reading the provider's own Spark settings (``spark.streambed.*``) from wherever they are set.
 
-The settings are declared where they act (``mirror_local.IN_PROCESS_MERGE_CONF``,
-``member_sources.INCREMENTAL_CONF``); how a setting is read, and what turns a switch off, is here.
+The settings are declared where they act (``duckdb_merge.IN_PROCESS_MERGE_CONF``,
+``sources.INCREMENTAL_CONF``); how a setting is read, and what turns a switch off, is here.
 """
 
 from __future__ import annotations

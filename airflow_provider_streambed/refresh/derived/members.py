@@ -22,8 +22,8 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import MemberQueryError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
-from airflow_provider_streambed.refresh.incremental import Changes
-from airflow_provider_streambed.refresh.sql_shape import analyzed_plan
+from airflow_provider_streambed.refresh.derived.incremental import Changes
+from airflow_provider_streambed.refresh.derived.shape import analyzed_plan
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
@@ -44,7 +44,7 @@ class CutContext:
         previous: an incremental member's output in the previous cut, when it may update it
             (``None``: compute the output whole from ``inputs``).
         changes: with ``previous``, per source name the rows it lost and gained since the
-            previous cut (:class:`~airflow_provider_streambed.refresh.incremental.Changes`).
+            previous cut (:class:`~airflow_provider_streambed.refresh.derived.incremental.Changes`).
     """
 
     group: RefreshGroup

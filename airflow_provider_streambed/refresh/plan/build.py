@@ -19,9 +19,9 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.member_declarations import Mirror, incremental_member
-from airflow_provider_streambed.refresh.columns import check_mirror_columns
-from airflow_provider_streambed.refresh.compaction import SnapshotStorage, choose_compactions
-from airflow_provider_streambed.refresh.work import PreviousMember, plan_work
+from airflow_provider_streambed.refresh.plan.columns import check_mirror_columns
+from airflow_provider_streambed.refresh.plan.compaction import SnapshotStorage, choose_compactions
+from airflow_provider_streambed.refresh.plan.work import PreviousMember, plan_work
 from airflow_provider_streambed.snapshot_properties import DEFINITION_PROPERTY, SHAPE_PROPERTY
 from airflow_provider_streambed.staging import (
     JOB_SPEC_PATH,
@@ -48,7 +48,7 @@ def build_job_spec(
     """The job spec of run ``run_key``, based on the group's previous cut.
 
     ``compact`` says which mirrors due for compaction are rewritten whole
-    (:func:`~airflow_provider_streambed.refresh.compaction.choose_compactions`).
+    (:func:`~airflow_provider_streambed.refresh.plan.compaction.choose_compactions`).
 
     Raises:
         RefreshError: the capture manifest is missing or belongs to another group or run.

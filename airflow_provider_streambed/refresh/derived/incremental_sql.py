@@ -1,6 +1,6 @@
 """Incremental SQL members: a ``GROUP BY`` over a source or key equi-joins, recomputed for the groups a run touched.
 
-A group's output row depends only on the (joined) source rows of that group (:mod:`.sql_shape`
+A group's output row depends only on the (joined) source rows of that group (:mod:`.shape`
 checks the query is of that class), so the member at W is its previous output less the rows of
 the groups the run touched, plus the query's result for those groups. The touched groups are
 found by the query itself (:func:`touched_groups`): the groups of the joined rows the run removed
@@ -13,9 +13,9 @@ that result, so it is gone; keys compare NULL-safe, so a NULL key is a group lik
 output is staged whole, like every derived output: the member's previous output is small beside
 its sources, and a whole output keeps publishing and the feed as they are. When its aggregates
 allow it and one of its sources changed (the others carried), the member is instead updated from
-that source's changes alone (:mod:`.sql_delta`), and only the groups that cannot be updated so
+that source's changes alone (:mod:`.spark_delta`), and only the groups that cannot be updated so
 are recomputed as above; when its recorded shape describes the query entirely, that update is
-computed in this process, without a Spark job (:mod:`.sql_delta_local`).
+computed in this process, without a Spark job (:mod:`.duckdb_delta`).
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ from pyspark.sql.types import (
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.delta_rules import LOST, delta_reason, recomputed_groups
-from airflow_provider_streambed.refresh.incremental import Changes, incremental_basis
-from airflow_provider_streambed.refresh.member_shape import member_shape
-from airflow_provider_streambed.refresh.member_sources import SourceState, staged_inputs
-from airflow_provider_streambed.refresh.members import bound_query, collected, detached, read_sources
-from airflow_provider_streambed.refresh.sql_delta import updated_aggregates
-from airflow_provider_streambed.refresh.sql_delta_local import stage_updated
-from airflow_provider_streambed.refresh.sql_shape import GroupByShape
+from airflow_provider_streambed.refresh.derived.delta_rules import LOST, delta_reason, recomputed_groups
+from airflow_provider_streambed.refresh.derived.duckdb_delta import stage_updated
+from airflow_provider_streambed.refresh.derived.incremental import Changes, incremental_basis
+from airflow_provider_streambed.refresh.derived.member_shape import member_shape
+from airflow_provider_streambed.refresh.derived.members import bound_query, collected, detached, read_sources
+from airflow_provider_streambed.refresh.derived.shape import GroupByShape
+from airflow_provider_streambed.refresh.derived.sources import SourceState, staged_inputs
+from airflow_provider_streambed.refresh.derived.spark_delta import updated_aggregates
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
 
@@ -125,7 +125,7 @@ def updated_output(
 ) -> Iterator[tuple[DataFrame, DataFrame | None]]:
     """The member's output at W updated from its ``previous`` output and the ``changes`` of its one
     changed ``source``, joined to its other sources ``at_w`` if any
-    (:func:`.sql_delta.updated_aggregates`; ``source`` is not scanned), valid until the block
+    (:func:`.spark_delta.updated_aggregates`; ``source`` is not scanned), valid until the block
     ends, and the output keys of the groups it cannot update so (:func:`.delta_rules.recomputed_groups`;
     ``None`` when the query has none). When there are such groups, both are held by Spark and
     valid after the block too (the groups are then recomputed from the sources).

@@ -7,7 +7,7 @@ when its table's columns changed, and when its definition changed since its snap
 (the digest of the declaration is stored with every snapshot). A run in which every member
 carries submits no Spark application and still publishes a cut at its new W.
 
-No Spark, no catalog: :func:`~airflow_provider_streambed.refresh.plan.build_job_spec` reads what
+No Spark, no catalog: :func:`~airflow_provider_streambed.refresh.plan.build.build_job_spec` reads what
 the previous cut knows and passes it in, and :func:`members_to_compute` reads only the run's
 staged manifests (what an earlier try, a copy adopted as is or the in-process merge staged).
 """

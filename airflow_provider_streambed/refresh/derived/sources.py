@@ -35,8 +35,8 @@ from airflow_provider_streambed.parquet_rows import (
     row_images,
     rows_at_positions,
 )
-from airflow_provider_streambed.refresh.settings import Settings, switched_on
-from airflow_provider_streambed.refresh.work import fit_manifest
+from airflow_provider_streambed.refresh.plan.settings import Settings, switched_on
+from airflow_provider_streambed.refresh.plan.work import fit_manifest
 from airflow_provider_streambed.staging import (
     DELETE_FILE_PATH,
     DELETE_ROW,

@@ -3,7 +3,7 @@
 A ``GROUP BY`` over one source is a sum over its rows, group by group, for ``COUNT`` and for a
 ``SUM`` Spark adds exactly (integers, decimals): the member at W is its previous output plus the
 query over the rows the run added, less the query over the rows it removed, per group (see
-:mod:`.sql_delta`, which computes it in Spark, and :mod:`.sql_delta_local`, in the worker's
+:mod:`.spark_delta`, which computes it in Spark, and :mod:`.duckdb_delta`, in the worker's
 process). :func:`delta_reason` says when a query is not of that class, :func:`recomputed_groups`
 which of its groups the changes alone do not give. Imports no pyspark.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from airflow_provider_streambed.refresh.sql_shape import AggregateOutput, GroupByShape
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape
 
 #: The functions whose value an update knows only for a group that lost no rows.
 EXTREMES = frozenset({"min", "max"})

@@ -1,9 +1,9 @@
 """Incremental derived members in Spark: a member's previous output and its sources' changes at W.
 
-The changes are read in the driver's process (:mod:`.member_sources`) and handed to Spark as
-DataFrames. A source that gives no changes (:func:`.member_sources.whole_reason`) has the member
+The changes are read in the driver's process (:mod:`.sources`) and handed to Spark as
+DataFrames. A source that gives no changes (:func:`.sources.whole_reason`) has the member
 computed whole, and :func:`incremental_basis` says why (so does a full refresh,
-:data:`.member_sources.INCREMENTAL_CONF`).
+:data:`.sources.INCREMENTAL_CONF`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_provider_streambed.refresh.member_sources import SourceState, basis_reason, removed_rows
+from airflow_provider_streambed.refresh.derived.sources import SourceState, basis_reason, removed_rows
 from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import JobSpec, SnapshotFiles
 
@@ -35,7 +35,7 @@ class Changes:
 
 def source_changes(spark: SparkSession, source: SourceState, names: list[str] | None = None) -> Changes:
     """The source's rows removed and added this run, with its columns ``names`` (default: all; the
-    source must give changes: see :func:`.member_sources.whole_reason`)."""
+    source must give changes: see :func:`.sources.whole_reason`)."""
     staged = source.staged
     added = (SnapshotScan(spark, SnapshotFiles(staged.files, staged.delete_files), source.columns).rows(names)
              if staged is not None and staged.files else None)

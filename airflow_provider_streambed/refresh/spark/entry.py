@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from airflow_provider_streambed.refresh.job import main
+from airflow_provider_streambed.refresh.spark.job import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -24,25 +24,25 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
-from airflow_provider_streambed.refresh.incremental import incremental_basis
-from airflow_provider_streambed.refresh.member_sources import source_state, staged_inputs
-from airflow_provider_streambed.refresh.members import (
+from airflow_provider_streambed.refresh.derived.incremental import incremental_basis
+from airflow_provider_streambed.refresh.derived.incremental_sql import stage_sql_member
+from airflow_provider_streambed.refresh.derived.members import (
     CutContext,
     Failure,
     collected,
     compute_python_member,
     first_lines,
 )
-from airflow_provider_streambed.refresh.mirror import merge_mirror
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput, mirror_input
-from airflow_provider_streambed.refresh.mirror_local import IN_PROCESS_MERGE_CONF, merge_in_process
-from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput, MirrorOutput, stage_mirror
-from airflow_provider_streambed.refresh.session import build_session, quiet_py4j, share_session
-from airflow_provider_streambed.refresh.settings import switched_on
-from airflow_provider_streambed.refresh.spark_checks import failed_final_check
-from airflow_provider_streambed.refresh.spec import check_spec, read_captures
-from airflow_provider_streambed.refresh.sql_incremental import stage_sql_member
-from airflow_provider_streambed.refresh.work import definition_digest, fit_manifest
+from airflow_provider_streambed.refresh.derived.sources import source_state, staged_inputs
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF, merge_in_process
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput, mirror_input
+from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput, MirrorOutput, stage_mirror
+from airflow_provider_streambed.refresh.mirrors.spark_merge import merge_mirror
+from airflow_provider_streambed.refresh.plan.settings import switched_on
+from airflow_provider_streambed.refresh.plan.spec import check_spec, read_captures
+from airflow_provider_streambed.refresh.plan.work import definition_digest, fit_manifest
+from airflow_provider_streambed.refresh.spark.checks import failed_final_check
+from airflow_provider_streambed.refresh.spark.session import build_session, quiet_py4j, share_session
 from airflow_provider_streambed.staging import (
     JobSpec,
     MemberManifest,
@@ -183,7 +183,7 @@ def _resynced_source(group: RefreshGroup, member: Member, staged: dict[str, Memb
 
 
 def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
-    """The mirror's merge: in this process when it can be (:mod:`.mirror_local`, unless the
+    """The mirror's merge: in this process when it can be (:mod:`.duckdb_merge`, unless the
     session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
     local = switched_on(spark.conf, IN_PROCESS_MERGE_CONF)
     return (merge_in_process(source) if local else None) or merge_mirror(spark, source)

@@ -1,13 +1,13 @@
 """An incremental SQL member's shape: recorded with its output, read from Spark's plan when not.
 
-Reading a query's shape (:mod:`.sql_shape`) needs Spark's analysed plan, which only a classic
+Reading a query's shape (:mod:`.shape`) needs Spark's analysed plan, which only a classic
 session gives: on Spark Connect it takes a local classic Spark (a JVM in the worker, seconds to
 start) over empty views of the sources' schemas (:func:`local_shape`). So the shape, or why the
 query is not incremental, is recorded with the member's snapshot (its manifest's ``shape``, a
 snapshot property at publish) under a digest of what decides it: the query, its sources' schemas
 and keys, and Spark's version. A run whose digest is the recorded one takes the record, on any
 session; any other reads the plan again, and records it. A run that updates the member without
-Spark (:mod:`.sql_delta_local`) takes the record as it is
+Spark (:mod:`.duckdb_delta`) takes the record as it is
 (:func:`.shape_record.recorded_shape`): its query is the one recorded and its source's columns
 did not change, which is what the digest stands for.
 """
@@ -27,15 +27,15 @@ from pyspark.sql.types import StructType
 
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.connect_variables import CONNECT_VARIABLES, connect_mode
-from airflow_provider_streambed.refresh.members import bound_query
-from airflow_provider_streambed.refresh.session import REQUIRED_CONF
-from airflow_provider_streambed.refresh.shape_record import RECORD_FORM, from_record, to_record
-from airflow_provider_streambed.refresh.sql_shape import (
+from airflow_provider_streambed.refresh.derived.members import bound_query
+from airflow_provider_streambed.refresh.derived.shape import (
     GroupByShape,
     analyzed_plan,
     group_by_shape,
 )
+from airflow_provider_streambed.refresh.derived.shape_record import RECORD_FORM, from_record, to_record
+from airflow_provider_streambed.refresh.spark.connect_variables import CONNECT_VARIABLES, connect_mode
+from airflow_provider_streambed.refresh.spark.session import REQUIRED_CONF
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ New state = previous cut's rows + changes in ``[W_prev, W)``: the last image per
 ``(_commit_lsn, _seq)`` wins, deletes remove, a truncate removes every earlier row, and
 unchanged-TOAST markers take the value of the key's previous image.
 
-The output is merge-on-read (:class:`~.mirror_output.MirrorOutput` ``incremental``): new data files hold only the
+The output is merge-on-read (:class:`~.merge_output.MirrorOutput` ``incremental``): new data files hold only the
 last images of changed keys, and position deletes remove the previous rows of those keys from
 the files that hold them; every other file of the previous snapshot stays as it is. Finding
 those rows reads only the key columns (plus unchanged-TOAST columns, when the changelog has
@@ -13,7 +13,7 @@ whole instead on its first cut, after a truncate, and when the plan asks for it 
 The previous files and the changelog segments are read as the columns at W, whatever schema each
 was written under (:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`).
 
-A keyless mirror is merged as a multiset (:mod:`.mirror_multiset`).
+A keyless mirror is merged as a multiset (:mod:`.spark_multiset`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
 from airflow_provider_streambed.exceptions import RefreshError
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput
-from airflow_provider_streambed.refresh.mirror_multiset import multiset, net_rows
-from airflow_provider_streambed.refresh.mirror_output import MirrorOutput
-from airflow_provider_streambed.refresh.schema import check_mirror_key
-from airflow_provider_streambed.refresh.spark_checks import final_check
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
+from airflow_provider_streambed.refresh.mirrors.merge_output import MirrorOutput
+from airflow_provider_streambed.refresh.mirrors.spark_multiset import multiset, net_rows
+from airflow_provider_streambed.refresh.plan.keys import check_mirror_key
+from airflow_provider_streambed.refresh.spark.checks import final_check
 from airflow_provider_streambed.spark_snapshot import DELETED_ROW, SnapshotScan, deleted_row, held_column, read_as
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,

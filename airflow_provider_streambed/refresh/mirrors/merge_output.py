@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from airflow_provider_streambed.refresh.mirror_input import MirrorInput
+from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
 from airflow_provider_streambed.staging import JobSpec, MemberManifest
 from airflow_provider_streambed.staging.members import stage_member_output
 
@@ -39,7 +39,7 @@ class LocalMirrorOutput:
 
     Attributes:
         rows: the new images of the changed keys, with the table's columns at W.
-        deletes: position-delete rows (:data:`.mirror_local.DELETE_SCHEMA`) over the previous snapshot's files;
+        deletes: position-delete rows (:data:`.duckdb_merge.DELETE_SCHEMA`) over the previous snapshot's files;
             ``None`` when nothing is deleted.
         reason: ``merge-on-read``, or ``append-only`` for a mirror without a key.
     """

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_provider_streambed.refresh.mirror_output import LocalMirrorOutput
+from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
-from airflow_provider_streambed.refresh.connect_variables import CONNECT_VARIABLES
+from airflow_provider_streambed.refresh.spark.connect_variables import CONNECT_VARIABLES
 from airflow_provider_streambed.staging.members import ERROR_MARKER, FINAL_ERROR_MARKER
 
 logger = logging.getLogger(__name__)
@@ -32,8 +32,8 @@ LOCAL_CONF = {
 
 
 def job_application() -> str:
-    """Path of the script spark-submit runs (``refresh/spark_entry.py``)."""
-    return str(Path(__file__).with_name("spark_entry.py"))
+    """Path of the script spark-submit runs (``refresh/spark/entry.py``)."""
+    return str(Path(__file__).with_name("entry.py"))
 
 
 def job_arguments(spec_uri: str, members: Sequence[str] = ()) -> list[str]:
