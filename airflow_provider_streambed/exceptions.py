@@ -90,6 +90,10 @@ class DecodeError(StreambedError):
     """A pgoutput message or a copied value could not be decoded into its column's type."""
 
 
+class LsnError(StreambedError, ValueError):
+    """A text is not an LSN (``"X/Y"`` in hex), or a value is outside 0 .. 2**64-1; the message quotes it."""
+
+
 def resync_member_fix(group: str, member: str) -> str:
     """How to get a mirror going again that no longer follows its source table: copy it anew (a
     resync of that member alone), the fix every error about one mirror names."""

@@ -11,6 +11,8 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_streambed.exceptions import LsnError
+
 if TYPE_CHECKING:
     from psycopg.abc import AdaptContext
 
@@ -32,18 +34,18 @@ class Lsn:
         if not isinstance(self.value, int) or isinstance(self.value, bool):
             raise TypeError(f"Lsn value must be an int, got {self.value!r}")
         if not 0 <= self.value <= _MAX:
-            raise ValueError(f"Lsn value {self.value} is outside 0 .. 2**64-1")
+            raise LsnError(f"Lsn value {self.value} is outside 0 .. 2**64-1")
 
     @classmethod
     def parse(cls, text: str) -> Lsn:
         """Parse PostgreSQL's ``"X/Y"`` form.
 
         Raises:
-            ValueError: ``text`` is not an LSN; the message quotes it.
+            LsnError: ``text`` is not an LSN (a ``ValueError``); the message quotes it.
         """
         match = _LSN_TEXT.fullmatch(text.strip()) if isinstance(text, str) else None
         if match is None:
-            raise ValueError(f"invalid LSN {text!r}: expected two hex numbers as 'XXXXXXXX/XXXXXXXX'")
+            raise LsnError(f"invalid LSN {text!r}: expected two hex numbers as 'XXXXXXXX/XXXXXXXX'")
         return cls((int(match.group(1), 16) << 32) | int(match.group(2), 16))
 
     @classmethod

@@ -12,6 +12,7 @@ from airflow_provider_streambed.exceptions import (
     FinalError,
     GroupBusyError,
     InvalidWatermarkError,
+    LsnError,
     MemberNotFoundError,
     OutputSchemaError,
     RunSupersededError,
@@ -36,6 +37,7 @@ from airflow_provider_streambed.exceptions import (
         (OutputSchemaError("member 'totals': its output does not fit", "totals"), False),
         (WatermarkError("flush timed out"), False),
         (GroupBusyError("another run is pending"), False),
+        (LsnError("invalid LSN 'x'"), False),
         (SourceError("connection refused"), False),
         (OSError("a driver's error"), False),
     ],
@@ -55,3 +57,9 @@ def test_settings_errors_are_final_and_still_what_callers_caught() -> None:
     """A wrong setting is read again by every retry: final; callers catching ValueError still do."""
     for error in (ConfigurationError("x"), DeclarationError("x"), ConnectionConfigError("x")):
         assert isinstance(error, ValueError) and isinstance(error, ConfigurationError) and is_final(error)
+
+
+def test_lsn_errors_are_streambed_errors_and_still_what_callers_caught() -> None:
+    """Callers catching ValueError around ``Lsn.parse`` still do; a bad LSN alone does not make a run final."""
+    error = LsnError("invalid LSN 'x'")
+    assert isinstance(error, StreambedError) and isinstance(error, ValueError) and not is_final(error)
