@@ -195,7 +195,7 @@ def main() -> None:
                   f"(+{figures['peak_rss_mib'] - figures['rss_before_mib']:.0f} over the start)")
         if arguments.only_children:
             return
-        from airflow_provider_streambed.connect_server import ConnectServer
+        from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 
         server = ConnectServer(port=free_port(), state_dir=Path(work, "connect"))
         remote = server.start()

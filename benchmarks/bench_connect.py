@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from airflow_provider_streambed.connect_server import ConnectServer
 from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.refresh.spark.connect import run_on_connect
+from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 from benchmarks.bench_end_to_end import change_rows, load_bank_group, load_source

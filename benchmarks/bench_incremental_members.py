@@ -59,12 +59,12 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_streambed import Mirror, PythonMember, RefreshGroup, SqlMember
-from airflow_provider_streambed.connect_server import ConnectServer
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.derived.incremental import incremental_basis
 from airflow_provider_streambed.refresh.derived.incremental_sql import stage_sql_member
 from airflow_provider_streambed.refresh.derived.members import CutContext, compute_python_member
 from airflow_provider_streambed.refresh.derived.sources import SourceState, removed_rows
+from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 from airflow_provider_streambed.refresh.spark.connect_variables import connect_mode
 from airflow_provider_streambed.refresh.spark.session import REQUIRED_CONF
 from airflow_provider_streambed.staging import (

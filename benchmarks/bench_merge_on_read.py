@@ -19,7 +19,7 @@ JVM start is in any figure:
   0.1 % updates, beside the keyed figure (goal: <= 10 % of plain, the keyed goal 5 %);
 - the floors of Spark's merge: a refresh of one key, and the key scan of random changes alone;
 - read amplification of the latest cut (files a query reads, time of a full scan through
-  :class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`) after the three refreshes
+  :class:`~airflow_provider_streambed.read.spark_snapshot.SnapshotScan`) after the three refreshes
   chained, before and after a compaction (the mirror rewritten whole).
 
 Run: ``.venv/bin/python -m benchmarks.bench_merge_on_read [--rows N] [--quick] [--only SECTION]``.
@@ -43,10 +43,10 @@ from pyspark.sql import functions as F
 
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
+from airflow_provider_streambed.read.spark_snapshot import ROW_POS, SnapshotScan
 from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
 from airflow_provider_streambed.refresh.mirrors.spark_merge import merge_mirror
 from airflow_provider_streambed.refresh.spark.job import merge
-from airflow_provider_streambed.spark_snapshot import ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import (
     DELETE_ROW,
     MemberManifest,

@@ -8,10 +8,10 @@ as the mirror refresh publishes them); cut 5 holds the same rows compacted (one 
 reader scans cut 4 and cut 5 whole (every row, all columns through Arrow; ``count(*)`` and
 ``sum(amount)`` through DuckDB and Spark), median of ``--repeats``, side by side:
 
-- ``Cut.to_arrow`` (:mod:`~airflow_provider_streambed.arrow_snapshot`: pyiceberg's reader per
+- ``Cut.to_arrow`` (:mod:`~airflow_provider_streambed.read.arrow_snapshot`: pyiceberg's reader per
   file, the deletes applied by a mask), and pyiceberg's own ``scan(...).to_arrow()`` beside it;
 - DuckDB: ``Cut.to_duckdb`` (its iceberg extension's ``iceberg_scan``);
-- Spark: ``Cut.to_spark`` and the query (:class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`,
+- Spark: ``Cut.to_spark`` and the query (:class:`~airflow_provider_streambed.read.spark_snapshot.SnapshotScan`,
   in a warm ``local[2]`` session); the same scan serves the refresh's own reads and derived
   members; and "Spark query": the query alone on views made once, what each further query pays.
 

@@ -1,7 +1,7 @@
 """Benchmark of the change trigger's poll: what one poll costs the source, beside a capture's cost.
 
 On a throwaway PostgreSQL cluster holding the bank tables and ``--other-tables`` unrelated tables,
-the trigger's poll (:func:`~airflow_provider_streambed.change_signal.read_source_state`, the
+the trigger's poll (:func:`~airflow_provider_streambed.capture.change_signal.read_source_state`, the
 statement the triggerer runs every ``poll_interval``) is timed ``--polls`` times back to back
 (round trip at the client, and the server's execution time from ``EXPLAIN ANALYZE``), and the
 transactions the source counted per poll are read from ``pg_stat_database``. Beside it, the
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psycopg
 
-from airflow_provider_streambed.change_signal import POLL_QUERY, poll_parameters, read_source_state
+from airflow_provider_streambed.capture.change_signal import POLL_QUERY, poll_parameters, read_source_state
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.examples.bank import load_bank, move_money
 from airflow_provider_streambed.local import StepTimes, refresh_once

@@ -46,10 +46,10 @@ from typing import Any
 
 import psycopg
 
-from airflow_provider_streambed.connect_server import ConnectServer
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,10 +36,10 @@ from demo import DEMO_DIR, REPO, run_logged
 from run_phases import Api, summary
 
 from airflow_provider_streambed.catalog import open_with_ledger
-from airflow_provider_streambed.connect_server import ConnectServer
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
 from airflow_provider_streambed.exceptions import CutNotFoundError
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 from airflow_provider_streambed.testing.airflow import BIN, airflow_env, components, server_env, wait_until_healthy
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
 

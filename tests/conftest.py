@@ -26,7 +26,7 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
-from airflow_provider_streambed.connect_server import ConnectServer  # noqa: E402
+from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer  # noqa: E402
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port  # noqa: E402
 
 WARM_UP_JOB = Path(__file__).with_name("spark_warmup_job.py")

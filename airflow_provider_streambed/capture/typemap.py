@@ -34,7 +34,7 @@ Ranges: dates and timestamps hold years 1 to 9999 (what Spark and Python's datet
 (BC dates too). Text forms follow the decoding session's settings (``TimeZone=UTC``,
 ``DateStyle=ISO``, ``IntervalStyle=postgres``, ``extra_float_digits=3``, ``bytea_output=hex``),
 which the copy sessions pin too. Spark reads ``time`` columns with ``spark.sql.timeType.enabled``
-(set by :mod:`~airflow_provider_streambed.spark_snapshot` and the refresh job).
+(set by :mod:`~airflow_provider_streambed.read.spark_snapshot` and the refresh job).
 
 Any other type (composite, range and multirange types, extension types such as ``hstore`` or
 PostGIS ``geometry``) is refused by :class:`~.type_resolver.TypeResolver` before any copy,

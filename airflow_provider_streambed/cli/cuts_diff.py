@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed.exceptions import DeclarationError
-from airflow_provider_streambed.feed import MemberChanges
 from airflow_provider_streambed.read import CutReader
+from airflow_provider_streambed.read.feed import MemberChanges
 
 
 def cut_range(targets: list[str]) -> tuple[int, int]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from airflow_provider_streambed.connect_server import DEFAULT_PORT, DEFAULT_STATE_DIR, ConnectServer
 from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.refresh.spark.connect_server import DEFAULT_PORT, DEFAULT_STATE_DIR, ConnectServer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,9 +12,9 @@ from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
 
-from airflow_provider_streambed.column_changes import promotable
 from airflow_provider_streambed.exceptions import OutputSchemaError
 from airflow_provider_streambed.publish.iceberg.transaction import transaction_table
+from airflow_provider_streambed.staging.column_changes import promotable
 from airflow_provider_streambed.staging.members import parquet_type
 
 

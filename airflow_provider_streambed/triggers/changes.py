@@ -3,7 +3,7 @@
 It runs in Airflow's triggerer, in an ``AssetWatcher`` (:func:`group_asset`), so a DAG scheduled
 on the group's source Asset runs seconds after a commit and never on a quiet source; a deferrable
 capture waits on it too. What it polls and how it decides is in
-:mod:`airflow_provider_streambed.change_signal`: one cheap statement per poll on the source
+:mod:`airflow_provider_streambed.capture.change_signal`: one cheap statement per poll on the source
 (``pg_stat_user_tables`` counters and the WAL insert position; no slot, no decoding), the
 ledger's last cut W read only when a counter moved, and one event per new counter state, its
 payload carrying the poll's LSN as the position. A new trigger (a triggerer restart) starts from
@@ -27,7 +27,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_provider_streambed.change_signal import (
+from airflow_provider_streambed.capture.change_signal import (
     TableCounters,
     check_counters_tracked,
     counters_moved,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_streambed.change_signal import SourceState, TableCounters, counters_moved, decide
+from airflow_provider_streambed.capture.change_signal import SourceState, TableCounters, counters_moved, decide
 from airflow_provider_streambed.lsn import Lsn
 
 W = Lsn.parse("0/3000000")

@@ -1,4 +1,4 @@
-"""Position-delete rows as each data file's positions (:func:`.parquet_rows.positions_by_file`)."""
+"""Position-delete rows as each data file's positions (:func:`.position_deletes.positions_by_file`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pyarrow as pa
 
-from airflow_provider_streambed.parquet_rows import positions_by_file
+from airflow_provider_streambed.read.position_deletes import positions_by_file
 from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
 
 

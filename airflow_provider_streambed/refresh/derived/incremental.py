@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_provider_streambed.read.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.refresh.derived.sources import SourceState, basis_reason, removed_rows
-from airflow_provider_streambed.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.staging import JobSpec, SnapshotFiles
 
 

@@ -1,12 +1,12 @@
 """A derived member's sources at W, and the rows they changed this run, read in this process.
 
 Inside the Spark job a source's changes of this run are the facts the change feed reads from
-published snapshots (:mod:`airflow_provider_streambed.feed.snapshots`), taken from the source's
+published snapshots (:mod:`airflow_provider_streambed.read.feed.snapshots`), taken from the source's
 staged output instead: an incremental output's new data files are the rows added (less the rows
 its own deletes remove), its position deletes name the rows removed from the previous snapshot's
 files, taken from the deletes' ``row`` column when they carry the rows (a mirror under ``REPLICA
 IDENTITY FULL``), otherwise read from the row groups that hold them
-(:mod:`airflow_provider_streambed.parquet_rows`, as the feed reads them), never a whole source.
+(:mod:`airflow_provider_streambed.read.position_deletes`, as the feed reads them), never a whole source.
 A carried source changed nothing. A source written whole this run (its first cut, a compaction, a
 resync) or whose columns changed gives no such facts (:func:`whole_reason`). Imports no pyspark.
 """
@@ -28,7 +28,7 @@ from airflow_provider_streambed import storage
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
 from airflow_provider_streambed.member_declarations import Member
-from airflow_provider_streambed.parquet_rows import (
+from airflow_provider_streambed.read.position_deletes import (
     READ_THREADS,
     positions_of,
     read_deletes,

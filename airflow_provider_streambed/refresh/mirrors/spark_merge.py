@@ -32,12 +32,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DataType, DateType, DecimalType, IntegralType, StringType, StructType
 
 from airflow_provider_streambed.exceptions import RefreshError
+from airflow_provider_streambed.read.spark_snapshot import DELETED_ROW, SnapshotScan, deleted_row, held_column, read_as
 from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
 from airflow_provider_streambed.refresh.mirrors.merge_output import MirrorOutput
 from airflow_provider_streambed.refresh.mirrors.spark_multiset import multiset, net_rows
 from airflow_provider_streambed.refresh.plan.keys import check_mirror_key
 from airflow_provider_streambed.refresh.spark.checks import final_check
-from airflow_provider_streambed.spark_snapshot import DELETED_ROW, SnapshotScan, deleted_row, held_column, read_as
 from airflow_provider_streambed.staging import (
     COMMIT_LSN,
     OP,

@@ -17,9 +17,9 @@ from operator import and_
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from airflow_provider_streambed.read.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
 from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput, diverged
 from airflow_provider_streambed.refresh.spark.checks import final_check
-from airflow_provider_streambed.spark_snapshot import ROW_FILE, ROW_POS, SnapshotScan
 from airflow_provider_streambed.staging import OP, OP_DELETE
 
 #: A keyless change's count column: copies of its row added (negative: removed).

@@ -1,7 +1,7 @@
 """A plan's guard on a mirror's columns between two cuts (before Spark).
 
 A table whose columns changed in a way no change record carries (a column added with a default,
-:mod:`~airflow_provider_streambed.column_changes`) is copied again by the capture step
+:mod:`~airflow_provider_streambed.staging.column_changes`) is copied again by the capture step
 (:mod:`~airflow_provider_streambed.capture.resyncs`), so the plan sees a copy. A capture that
 did not compare the table with the last cut (one that was not given the last cut's columns)
 leaves the change to this guard, which refuses the run with a final
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from airflow_provider_streambed.column_changes import columns_change
 from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
 from airflow_provider_streambed.staging import TableCapture
+from airflow_provider_streambed.staging.column_changes import columns_change
 
 
 def check_mirror_columns(group: str, capture: TableCapture, previous_columns: Collection[str]) -> None:

@@ -9,7 +9,7 @@ import logging
 
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.spark_snapshot import TIME_TYPE_CONF
+from airflow_provider_streambed.read.spark_snapshot import TIME_TYPE_CONF
 
 #: Settings the job needs whatever the user's Spark configuration says.
 REQUIRED_CONF = {

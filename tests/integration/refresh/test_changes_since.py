@@ -31,9 +31,9 @@ from airflow_provider_streambed import Mirror, RefreshGroup
 from airflow_provider_streambed.cli import main
 from airflow_provider_streambed.declarations import CutRetention
 from airflow_provider_streambed.exceptions import ChangeFeedError, CutExpiredError
-from airflow_provider_streambed.feed import snapshots
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.read.feed import snapshots
 from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
 from tests.integration.refresh.deletes import delete_files_with_images
 from tests.integration.refresh.workloads import SCHEMA, workload

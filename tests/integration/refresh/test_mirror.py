@@ -16,7 +16,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
-from airflow_provider_streambed.parquet_rows import read_deletes
+from airflow_provider_streambed.read.position_deletes import read_deletes
 from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging.members import read_member_manifest

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.spark_snapshot import (
+from airflow_provider_streambed.read.spark_snapshot import (
     DELETED_ROW,
     FIELD_ID_KEY,
     POSITION_BITS,

@@ -18,8 +18,8 @@ from airflow_provider_streambed.capture.resyncs import (
 )
 from airflow_provider_streambed.capture.source import NO_PARTITIONS, SourceTable
 from airflow_provider_streambed.capture.typemap import FLOAT4, FLOAT8, INT2, INT4, INT8, NUMERIC, TEXT, PgType
-from airflow_provider_streambed.column_changes import iceberg_type
 from airflow_provider_streambed.exceptions import SchemaChangeError, is_final
+from airflow_provider_streambed.staging.column_changes import iceberg_type
 
 #: numeric(12, 2)'s type modifier: ((precision << 16) | scale) + 4
 NUMERIC_12_2 = ((12 << 16) | 2) + 4

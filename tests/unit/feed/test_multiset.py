@@ -11,7 +11,7 @@ from decimal import Decimal
 import duckdb
 import pyarrow as pa
 
-from airflow_provider_streambed.feed.multiset import _candidates, net
+from airflow_provider_streambed.read.feed.multiset import _candidates, net
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.large_string()), ("amount", pa.decimal128(12, 2)),
                     ("at", pa.timestamp("us", tz="UTC")), ("tags", pa.list_(pa.string()))])

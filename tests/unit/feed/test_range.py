@@ -9,9 +9,9 @@ import pytest
 from pyiceberg.table import StaticTable
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.feed import check_range
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.read.feed import check_range
 
 
 @dataclass(frozen=True)

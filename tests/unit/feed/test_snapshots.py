@@ -11,7 +11,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
-from airflow_provider_streambed.feed.snapshots import _rows_at
+from airflow_provider_streambed.read.feed.snapshots import _rows_at
 
 
 def test_rows_at_positions_say_whether_they_took_every_row_group(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from airflow_provider_streambed.column_changes import promotable
+from airflow_provider_streambed.staging.column_changes import promotable
 
 
 def test_promotions_iceberg_allows() -> None:

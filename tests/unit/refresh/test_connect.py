@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_streambed.connect_server import SERVER_CLASS, ConnectServer
 from airflow_provider_streambed.dependencies import check_spark_reachable, describe_remote
 from airflow_provider_streambed.exceptions import RefreshError, SparkUnavailableError
+from airflow_provider_streambed.refresh.spark.connect_server import SERVER_CLASS, ConnectServer
 from airflow_provider_streambed.testing.postgres import free_port
 
 

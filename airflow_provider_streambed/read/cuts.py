@@ -20,13 +20,13 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import StaticTable, Table
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.arrow_snapshot import read_snapshot
 from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files, snapshot_columns
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
-from airflow_provider_streambed.feed import MemberChanges, changes_between
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.read.arrow_snapshot import read_snapshot
+from airflow_provider_streambed.read.feed import MemberChanges, changes_between
 from airflow_provider_streambed.snapshot_properties import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
 from airflow_provider_streambed.staging import SnapshotFiles
 
@@ -132,13 +132,13 @@ class Cut:
         return self.table(name).schema().as_arrow()
 
     def to_arrow(self, name: str) -> pa.Table:
-        """Member ``name``'s rows at this cut (:func:`~airflow_provider_streambed.arrow_snapshot.read_snapshot`)."""
+        """Member ``name``'s rows at this cut (:func:`.arrow_snapshot.read_snapshot`)."""
         return read_snapshot(self.table(name), self.member(name).snapshot_id)
 
     def changes_since(self, earlier: Cut, ledger: Ledger | None = None) -> dict[str, MemberChanges]:
         """Per member of this cut, the rows removed and added since cut ``earlier`` of the same group:
         the effect of the source transactions with commit LSN in ``[earlier.watermark, self.watermark)``,
-        net, in this cut's columns (:mod:`~airflow_provider_streambed.feed`).
+        net, in this cut's columns (:mod:`~airflow_provider_streambed.read.feed`).
 
         Args:
             earlier: an earlier (or the same) cut of this group.
@@ -179,13 +179,13 @@ class Cut:
         """Register every member as a Spark temp view of its snapshot's rows; returns the DataFrames.
 
         Spark reads the snapshot's planned Parquet files and applies its position deletes
-        (:class:`~airflow_provider_streambed.spark_snapshot.SnapshotScan`); no Iceberg runtime is needed.
+        (:class:`~airflow_provider_streambed.read.spark_snapshot.SnapshotScan`); no Iceberg runtime is needed.
         Files on an object store are read from local copies (:mod:`~airflow_provider_streambed.staging.inputs`)
         under ``copies_dir`` (a local directory; default a new temporary one), which must outlive the
         DataFrames; a Spark with its own S3 support can read them in place instead (``copies_dir``
         on the object store).
         """
-        from airflow_provider_streambed.spark_snapshot import SnapshotScan
+        from airflow_provider_streambed.read.spark_snapshot import SnapshotScan
         from airflow_provider_streambed.staging.inputs import local_copies
 
         frames: dict[str, Any] = {}

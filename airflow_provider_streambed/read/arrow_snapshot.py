@@ -21,7 +21,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import FileScanTask, Table
 
-from airflow_provider_streambed.parquet_rows import READ_THREADS, deleted_positions
+from airflow_provider_streambed.read.position_deletes import READ_THREADS, deleted_positions
 
 
 def read_snapshot(table: Table, snapshot_id: int) -> pa.Table:

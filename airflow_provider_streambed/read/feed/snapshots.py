@@ -42,7 +42,7 @@ from pyiceberg.table import FileScanTask, StaticTable
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.parquet_rows import (
+from airflow_provider_streambed.read.position_deletes import (
     READ_THREADS,
     positions_of,
     read_deletes,

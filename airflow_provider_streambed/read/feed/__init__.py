@@ -25,10 +25,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable
 
 from airflow_provider_streambed.exceptions import ChangeFeedError
-from airflow_provider_streambed.feed import multiset
-from airflow_provider_streambed.feed.snapshots import added_rows, removed_rows, rows_at, snapshot_delta
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.read.feed import multiset
+from airflow_provider_streambed.read.feed.snapshots import added_rows, removed_rows, rows_at, snapshot_delta
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection, DuckDBPyRelation
