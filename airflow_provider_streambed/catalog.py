@@ -1,4 +1,4 @@
-"""Opening the Iceberg catalog and planning the data files of a pinned snapshot.
+"""Opening the Iceberg catalog: its properties, its warehouse, staging root and ledger.
 
 The embedded default is pyiceberg's ``SqlCatalog`` on an SQLite file; deployments use a
 PostgreSQL database. Both let one database transaction move several tables' metadata pointers,
@@ -10,18 +10,12 @@ with the multi-table transactions endpoint serves too; its ledger lives in a dat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.manifest import DataFileContent, FileFormat
-from pyiceberg.schema import Schema
-from pyiceberg.table import Table
 
-from airflow_provider_streambed.exceptions import ConfigurationError, PublishError
+from airflow_provider_streambed.exceptions import ConfigurationError
 from airflow_provider_streambed.ledger import Ledger
-from airflow_provider_streambed.staging import SnapshotFiles
-from airflow_provider_streambed.staging.file_columns import FileColumns
 
 DEFAULT_CATALOG_NAME = "streambed"
 #: Catalog property: where runs stage their files when that is not the warehouse.
@@ -107,60 +101,3 @@ def open_with_ledger(properties: Mapping[str, str], *, create: bool = True) -> t
     if create:
         ledger.create()
     return catalog, ledger
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedSnapshot:
-    """A snapshot's files as pyiceberg plans them, with each file's size in bytes."""
-
-    files: SnapshotFiles
-    sizes: Mapping[str, int]
-
-
-def plan_snapshot(table: Table, snapshot_id: int | None) -> PlannedSnapshot:
-    """The data files of ``table`` at ``snapshot_id``, its position-delete files (``None``: empty), and sizes.
-
-    Raises:
-        PublishError: the snapshot has delete files streambed does not write (equality deletes,
-            deletion vectors or another format); such a snapshot cannot be the base of a refresh.
-    """
-    if snapshot_id is None:
-        return PlannedSnapshot(SnapshotFiles(), {})
-    data: list[str] = []
-    deletes: list[str] = []
-    sizes: dict[str, int] = {}
-    for task in table.scan(snapshot_id=snapshot_id).plan_files():
-        data.append(task.file.file_path)
-        sizes[task.file.file_path] = task.file.file_size_in_bytes
-        for delete in task.delete_files:
-            if delete.content != DataFileContent.POSITION_DELETES or delete.file_format != FileFormat.PARQUET:
-                raise PublishError(
-                    f"table {'.'.join(table.name())!r}, snapshot {snapshot_id}: has {delete.content.name.lower()} "
-                    f"file {delete.file_path} ({delete.file_format}); streambed reads Parquet position deletes "
-                    "only (rewrite the table to compact them)"
-                )
-            if delete.file_path not in sizes:
-                deletes.append(delete.file_path)
-                sizes[delete.file_path] = delete.file_size_in_bytes
-    return PlannedSnapshot(SnapshotFiles(tuple(data), tuple(deletes)), sizes)
-
-
-def plan_snapshot_files(table: Table, snapshot_id: int | None) -> SnapshotFiles:
-    """The data and position-delete files of ``table`` at ``snapshot_id`` (see :func:`plan_snapshot`)."""
-    return plan_snapshot(table, snapshot_id).files
-
-
-def column_names(table: Table, schema: Schema) -> dict[str, tuple[str, ...]]:
-    """Each column of ``schema`` (one of ``table``'s), by name: every name the table's files may
-    hold it under, per its name mapping (a renamed column keeps its older names), its own first."""
-    mapped = {field.field_id: tuple(field.names) for field in table.metadata.name_mapping() or ()}
-    return {field.name: tuple(dict.fromkeys((field.name, *mapped.get(field.field_id, ())))) for field in schema.fields}
-
-
-def snapshot_columns(table: Table, snapshot_id: int) -> FileColumns:
-    """The columns of ``table``'s snapshot, as its files are read (:class:`~.staging.file_columns.FileColumns`)."""
-    snapshot = table.snapshot_by_id(snapshot_id)
-    schema_id = None if snapshot is None else snapshot.schema_id
-    schema = table.schemas().get(schema_id, table.schema()) if schema_id is not None else table.schema()
-    aliases = {name: names[1:] for name, names in column_names(table, schema).items() if len(names) > 1}
-    return FileColumns(schema.as_arrow(), aliases)

@@ -29,7 +29,7 @@ from pyiceberg.catalog import Catalog
 from airflow_provider_streambed.capture.resyncs import LastCutMirror
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.catalog import column_names, staging_of
+from airflow_provider_streambed.catalog import staging_of
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import LedgerError, PublishError
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunState
@@ -37,6 +37,7 @@ from airflow_provider_streambed.ledger.claims import admit_run, confirm_claim, s
 from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.publish import check_before_run, publish_cut
 from airflow_provider_streambed.read import Cut
+from airflow_provider_streambed.read.snapshot_files import column_names
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests, write_job_spec
 from airflow_provider_streambed.refresh.in_process import stage_in_process
 from airflow_provider_streambed.refresh.mirrors.copies import stage_unchanged_copies

@@ -36,11 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_provider_streambed import Mirror, RefreshGroup
-from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
+from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.refresh.mirrors.duckdb_merge import identified
 from tests.integration.publish.helpers import stage, stage_delta
 

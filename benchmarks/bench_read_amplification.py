@@ -37,11 +37,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_streambed import Mirror, RefreshGroup
-from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
+from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.testing.spark import local_spark_session
 from benchmarks.bench_changes_since import FILES, facts, median_seconds, sqlite_catalog
 from tests.integration.publish.helpers import stage, stage_delta

@@ -20,13 +20,14 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import StaticTable, Table
 
 from airflow_provider_streambed import storage
-from airflow_provider_streambed.catalog import ledger_of, open_catalog, plan_snapshot_files, snapshot_columns
+from airflow_provider_streambed.catalog import ledger_of, open_catalog
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.read.arrow_snapshot import read_snapshot
 from airflow_provider_streambed.read.feed import MemberChanges, changes_between
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files, snapshot_columns
 from airflow_provider_streambed.snapshot_properties import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
 from airflow_provider_streambed.staging import SnapshotFiles
 

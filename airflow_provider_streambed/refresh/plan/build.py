@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from airflow_provider_streambed.catalog import plan_snapshot, staging_of
+from airflow_provider_streambed.catalog import staging_of
 from airflow_provider_streambed.cut_order import check_after_last_cut
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.member_declarations import Mirror, incremental_member
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot
 from airflow_provider_streambed.refresh.plan.columns import check_mirror_columns
 from airflow_provider_streambed.refresh.plan.compaction import SnapshotStorage, choose_compactions
 from airflow_provider_streambed.refresh.plan.work import PreviousMember, plan_work

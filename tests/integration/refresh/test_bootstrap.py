@@ -24,7 +24,6 @@ from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.copy import TableProgress
 from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.catalog import plan_snapshot_files
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.examples.bank import SCHEMA as BANK_SCHEMA
 from airflow_provider_streambed.examples.bank import Writer
@@ -34,6 +33,7 @@ from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.member_declarations import Mirror, SqlMember
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.refresh.spark.job import run_job

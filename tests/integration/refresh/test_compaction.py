@@ -10,11 +10,12 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed import Mirror, RefreshGroup
-from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
+from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.ledger import RunState
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import Cut, CutReader
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.testing.spark import EventLogs
 
 pytestmark = pytest.mark.slow

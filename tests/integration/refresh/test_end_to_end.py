@@ -27,10 +27,11 @@ from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.capture.run import capture_run
 from airflow_provider_streambed.capture.slot import advance_slot
-from airflow_provider_streambed.catalog import open_catalog, plan_snapshot_files
+from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.ledger import Ledger, cut_tag
 from airflow_provider_streambed.publish.cut import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader, load_duckdb_iceberg
+from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.refresh import build_job_spec, collect_member_manifests
 from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, CaptureManifest, MemberManifest
