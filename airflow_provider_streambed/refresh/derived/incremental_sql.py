@@ -1,6 +1,6 @@
 """Incremental SQL members: a ``GROUP BY`` over a source or key equi-joins, recomputed for the groups a run touched.
 
-A group's output row depends only on the (joined) source rows of that group (:mod:`.shape`
+A group's output row depends only on the (joined) source rows of that group (:mod:`.query_shape`
 checks the query is of that class), so the member at W is its previous output less the rows of
 the groups the run touched, plus the query's result for those groups. The touched groups are
 found by the query itself (:func:`touched_groups`): the groups of the joined rows the run removed
@@ -53,7 +53,7 @@ from airflow_provider_streambed.refresh.derived.duckdb_delta import stage_update
 from airflow_provider_streambed.refresh.derived.incremental import Changes, incremental_basis
 from airflow_provider_streambed.refresh.derived.member_shape import member_shape
 from airflow_provider_streambed.refresh.derived.members import bound_query, collected, detached, read_sources
-from airflow_provider_streambed.refresh.derived.shape import GroupByShape
+from airflow_provider_streambed.refresh.derived.query_shape import GroupByShape
 from airflow_provider_streambed.refresh.derived.sources import SourceState, staged_inputs
 from airflow_provider_streambed.refresh.derived.spark_delta import updated_aggregates
 from airflow_provider_streambed.staging import JobSpec, MemberManifest

@@ -1,6 +1,6 @@
 """An incremental SQL member's shape: recorded with its output, read from Spark's plan when not.
 
-Reading a query's shape (:mod:`.shape`) needs Spark's analysed plan, which only a classic
+Reading a query's shape (:mod:`.query_shape`) needs Spark's analysed plan, which only a classic
 session gives: on Spark Connect it takes a local classic Spark (a JVM in the worker, seconds to
 start) over empty views of the sources' schemas (:func:`local_shape`). So the shape, or why the
 query is not incremental, is recorded with the member's snapshot (its manifest's ``shape``, a
@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.derived.members import bound_query
-from airflow_provider_streambed.refresh.derived.shape import (
+from airflow_provider_streambed.refresh.derived.query_shape import (
     GroupByShape,
     analyzed_plan,
     group_by_shape,

@@ -24,7 +24,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import PythonMember, SqlMember
 from airflow_provider_streambed.read.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.refresh.derived.incremental import Changes
-from airflow_provider_streambed.refresh.derived.shape import analyzed_plan
+from airflow_provider_streambed.refresh.derived.query_shape import analyzed_plan
 from airflow_provider_streambed.staging import SnapshotFiles
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.members import MAX_COLLECTED_ROWS, row_count

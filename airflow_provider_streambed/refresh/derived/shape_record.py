@@ -1,6 +1,6 @@
 """The record of an incremental SQL member's shape, kept with its output (:mod:`.member_shape`).
 
-A record is JSON: the shape of the query (:class:`~.shape.GroupByShape`), or why it is not
+A record is JSON: the shape of the query (:class:`~.query_shape.GroupByShape`), or why it is not
 incremental, under the digest of what decided it. Reading one needs no Spark. Imports no pyspark.
 """
 
@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
+from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape, GroupKey
 
 #: The form of a record: a record of another form is not used (its shape is read again).
 RECORD_FORM = 3

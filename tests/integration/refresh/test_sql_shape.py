@@ -1,7 +1,7 @@
 """Which SQL members are incremental, read from the analyzed plan of the installed Spark.
 
 This is also the test of the one private PySpark API the package uses (``DataFrame._jdf``'s
-analyzed plan, :func:`~airflow_provider_streambed.refresh.derived.shape.analyzed_plan`): it fails
+analyzed plan, :func:`~airflow_provider_streambed.refresh.derived.query_shape.analyzed_plan`): it fails
 when the installed Spark stops exposing the plan nodes and expressions as relied on.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey, group_by_shape
+from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape, GroupKey, group_by_shape
 
 pytestmark = pytest.mark.slow
 
