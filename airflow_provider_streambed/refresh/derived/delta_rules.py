@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape
 
 #: The functions whose value an update knows only for a group that lost no rows.
 EXTREMES = frozenset({"min", "max"})

@@ -45,8 +45,7 @@ from airflow_provider_streambed.refresh.derived.delta_rules import (
     delta_reason,
     has_extremes,
 )
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape
-from airflow_provider_streambed.refresh.derived.shape_record import recorded_shape
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, recorded_shape
 from airflow_provider_streambed.refresh.derived.sources import (
     SourceState,
     basis_reason,

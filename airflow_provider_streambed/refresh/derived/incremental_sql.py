@@ -53,7 +53,7 @@ from airflow_provider_streambed.refresh.derived.duckdb_delta import stage_update
 from airflow_provider_streambed.refresh.derived.incremental import Changes, incremental_basis
 from airflow_provider_streambed.refresh.derived.member_shape import member_shape
 from airflow_provider_streambed.refresh.derived.members import bound_query, collected, detached, read_sources
-from airflow_provider_streambed.refresh.derived.query_shape import GroupByShape
+from airflow_provider_streambed.refresh.derived.shape import GroupByShape
 from airflow_provider_streambed.refresh.derived.sources import SourceState, staged_inputs
 from airflow_provider_streambed.refresh.derived.spark_delta import updated_aggregates
 from airflow_provider_streambed.staging import JobSpec, MemberManifest

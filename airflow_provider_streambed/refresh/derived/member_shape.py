@@ -8,7 +8,7 @@ snapshot property at publish) under a digest of what decides it: the query, its 
 and keys, and Spark's version. A run whose digest is the recorded one takes the record, on any
 session; any other reads the plan again, and records it. A run that updates the member without
 Spark (:mod:`.duckdb_delta`) takes the record as it is
-(:func:`.shape_record.recorded_shape`): its query is the one recorded and its source's columns
+(:func:`.shape.recorded_shape`): its query is the one recorded and its source's columns
 did not change, which is what the digest stands for.
 """
 
@@ -28,12 +28,8 @@ from pyspark.sql.types import StructType
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import SqlMember
 from airflow_provider_streambed.refresh.derived.members import bound_query
-from airflow_provider_streambed.refresh.derived.query_shape import (
-    GroupByShape,
-    analyzed_plan,
-    group_by_shape,
-)
-from airflow_provider_streambed.refresh.derived.shape_record import RECORD_FORM, from_record, to_record
+from airflow_provider_streambed.refresh.derived.query_shape import analyzed_plan, group_by_shape
+from airflow_provider_streambed.refresh.derived.shape import RECORD_FORM, GroupByShape, from_record, to_record
 from airflow_provider_streambed.refresh.spark.connect_variables import CONNECT_VARIABLES, connect_mode
 from airflow_provider_streambed.refresh.spark.session import REQUIRED_CONF
 

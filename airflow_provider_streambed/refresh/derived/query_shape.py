@@ -22,8 +22,9 @@ reads the plan over empty sources, :mod:`.member_shape`), tested against the ins
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,55 +39,6 @@ NODE_REASONS = {
     "LocalLimit": "LIMIT", "Union": "UNION", "Distinct": "DISTINCT", "Deduplicate": "DISTINCT",
     "Generate": "a generator (explode)", "Expand": "GROUPING SETS, ROLLUP or CUBE", "Aggregate": "a nested aggregation",
 }
-
-
-class AggregateOutput(NamedTuple):
-    """An aggregate of the query's ``SELECT`` list.
-
-    Attributes:
-        output: its name in the output.
-        function: ``count``, ``sum``, ``avg``, ``min`` or ``max``.
-        argument: its argument's index among the query's distinct arguments (two aggregates of the
-            same expression share it); ``None`` for ``COUNT(*)`` (or of a constant).
-        kind: its argument's type, as Spark names it (``integer``, ``decimal(12,2)``, ...); empty
-            for ``COUNT(*)``.
-        column: its argument's column in its source when the argument is that column as it is
-            (no expression over it); empty otherwise and for ``COUNT(*)``.
-    """
-
-    output: str
-    function: str
-    argument: int | None
-    kind: str
-    column: str = ""
-
-
-class GroupKey(NamedTuple):
-    """A grouping column: its name in the output, the source it comes from and its column there."""
-
-    output: str
-    source: str
-    column: str
-
-
-@dataclass(frozen=True, slots=True)
-class GroupByShape:
-    """An incremental SQL member's query: a ``GROUP BY`` over ``sources`` (one, or their key equi-joins).
-
-    Attributes:
-        sources: the source members it reads, each once.
-        keys: its grouping columns.
-        aggregates: its other outputs, in the order of its ``SELECT`` list.
-        read: per source, the columns the query reads (a ``*`` reads them all).
-        filtered: a ``WHERE`` (any filter of the rows) is below its ``GROUP BY``: not every row
-            of its sources is a row it aggregates.
-    """
-
-    sources: tuple[str, ...]
-    keys: tuple[GroupKey, ...]
-    aggregates: tuple[AggregateOutput, ...] = ()
-    read: Mapping[str, list[str]] = field(default_factory=dict)
-    filtered: bool = False
 
 
 def analyzed_plan(frame: DataFrame) -> Any | None:

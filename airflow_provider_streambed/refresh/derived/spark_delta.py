@@ -35,7 +35,7 @@ from airflow_provider_streambed.refresh.derived.delta_rules import (
     bounded_means,
     has_extremes,
 )
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape
 
 
 def updated_aggregates(

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, IntegerType, StructField, StructType
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.refresh.derived.member_shape import local_shape
-from airflow_provider_streambed.refresh.derived.shape_record import to_record
+from airflow_provider_streambed.refresh.derived.shape import to_record
 
 member = SqlMember("totals", "SELECT grp, COUNT(*) AS n, SUM(amount) AS s FROM facts GROUP BY grp", ("facts",))
 schema = StructType([StructField("grp", IntegerType()), StructField("amount", DecimalType(12, 2))])

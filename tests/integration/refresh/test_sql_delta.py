@@ -14,7 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_streambed.refresh.derived.delta_rules import LOST, delta_reason
 from airflow_provider_streambed.refresh.derived.duckdb_delta import in_process_reason, updated_table
-from airflow_provider_streambed.refresh.derived.query_shape import GroupByShape, group_by_shape
+from airflow_provider_streambed.refresh.derived.query_shape import group_by_shape
+from airflow_provider_streambed.refresh.derived.shape import GroupByShape
 from airflow_provider_streambed.refresh.derived.spark_delta import updated_aggregates
 
 QUERY = ("SELECT g, COUNT(*) AS n, COUNT(d) AS nd, SUM(d) AS sd, AVG(d) AS ad, COUNT(i) AS ni, SUM(i) AS si, "

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape, GroupKey, group_by_shape
+from airflow_provider_streambed.refresh.derived.query_shape import group_by_shape
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from airflow_provider_streambed.refresh.derived.delta_rules import (
     recomputed_groups,
     sums_exactly,
 )
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape, GroupKey
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
 
 KEYS = (GroupKey("k", "src", "k"),)
 DECIMAL = "decimal(12,2)"

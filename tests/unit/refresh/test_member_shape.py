@@ -8,8 +8,15 @@ import pytest
 from pyspark.sql.types import DecimalType, IntegerType, LongType, StructField, StructType
 
 from airflow_provider_streambed.refresh.derived.member_shape import shape_digest
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape, GroupKey
-from airflow_provider_streambed.refresh.derived.shape_record import RECORD_FORM, from_record, recorded_shape, to_record
+from airflow_provider_streambed.refresh.derived.shape import (
+    RECORD_FORM,
+    AggregateOutput,
+    GroupByShape,
+    GroupKey,
+    from_record,
+    recorded_shape,
+    to_record,
+)
 
 QUERY = "SELECT grp, COUNT(*) AS n, SUM(amount) AS total FROM facts GROUP BY grp"
 SCHEMAS = {"facts": StructType([StructField("grp", IntegerType()), StructField("amount", DecimalType(12, 2))])}

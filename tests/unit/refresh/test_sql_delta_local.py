@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.refresh.derived.duckdb_delta import in_process_reason, updated_table
-from airflow_provider_streambed.refresh.derived.query_shape import AggregateOutput, GroupByShape, GroupKey
+from airflow_provider_streambed.refresh.derived.shape import AggregateOutput, GroupByShape, GroupKey
 
 ROWS = AggregateOutput("n", "count", None, "")
 COUNTED = AggregateOutput("nv", "count", 0, "integer", "v")
