@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_provider_streambed.refresh.derived.members import CutContext
+    from airflow_provider_streambed.refresh import CutContext
 
 
 # [START derived_function]
