@@ -42,7 +42,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
-from airflow_provider_streambed.refresh.mirrors.duckdb_merge import identified
+from airflow_provider_streambed.refresh.mirrors.position_delete_rows import identified
 from tests.integration.publish.helpers import stage, stage_delta
 
 GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"),))

@@ -44,7 +44,7 @@ import pyarrow as pa
 from airflow_provider_streambed.capture.source import NO_PARTITIONS, SourceTable
 from airflow_provider_streambed.exceptions import SchemaChangeError, resync_member_fix
 from airflow_provider_streambed.staging.column_changes import columns_change, iceberg_type, types_change
-from airflow_provider_streambed.staging.records import FIELD_ID
+from airflow_provider_streambed.staging.iceberg_fields import FIELD_ID
 
 #: A resync the user asked for.
 REQUESTED = "requested"

@@ -23,7 +23,7 @@ from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import SlotError, SourceError
 from airflow_provider_streambed.member_declarations import Mirror
-from airflow_provider_streambed.staging.records import row_identity
+from airflow_provider_streambed.staging.capture_manifest import row_identity
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ class SourceTable:
 
     @property
     def identity(self) -> str:
-        """What names one row (:func:`~airflow_provider_streambed.staging.records.row_identity`)."""
+        """What names one row (:func:`~airflow_provider_streambed.staging.capture_manifest.row_identity`)."""
         return row_identity(self.key_columns, self.keyless)
 
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import DataFile
 
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS, DELETE_ROW
 
 #: Threads reading the data files that lost rows, and the delete files (the feed and incremental
 #: members alike).

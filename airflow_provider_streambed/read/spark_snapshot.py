@@ -41,7 +41,7 @@ from airflow_provider_streambed.staging import (
 )
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
-from airflow_provider_streambed.staging.records import DELETE_ROW_FIELD_ID
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_ROW_FIELD_ID
 
 #: Spark 4.2 reads Parquet ``TIME`` columns (PostgreSQL ``time``) only with this setting on.
 TIME_TYPE_CONF = "spark.sql.timeType.enabled"

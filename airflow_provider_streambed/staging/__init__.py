@@ -12,16 +12,19 @@ Everything a run produces lives under its staging root
   tables (a staged file missing after that was moved, not lost).
 
 A record whose file exists is complete (it is written after everything it names), so a retry
-skips the work behind every record it finds for the same watermark. Paths are URIs
-(``file://``, ``s3://``, ...) read and written through ``pyarrow.fs``. The capture step, the
-Spark job and the publish step all import this package: :mod:`.paths`, :mod:`.json_io`,
-:mod:`.changelog` (segment columns), :mod:`.records` (the records), :mod:`.file_names` (data
-file names for position deletes) and :mod:`.members` (a member's staged output; pyspark only for
-type hints).
+skips the work behind every record it finds for the same watermark. The records are pure data
+with a JSON form; :mod:`.json_io` reads and writes them. Paths are URIs (``file://``, ``s3://``,
+...) read and written through ``pyarrow.fs``. The capture step, the Spark job and the publish
+step all import this package: :mod:`.paths`, :mod:`.json_io`, :mod:`.changelog` (segment
+columns), the records (:mod:`.capture_manifest`, :mod:`.member_manifest` with a snapshot's
+files, :mod:`.job_spec`), :mod:`.iceberg_fields` (position-delete columns and field ids),
+:mod:`.file_names` (data file names for position deletes) and :mod:`.members` (a member's
+staged output; pyspark only for type hints).
 """
 
 from __future__ import annotations
 
+from airflow_provider_streambed.staging.capture_manifest import CaptureManifest, TableCapture
 from airflow_provider_streambed.staging.changelog import (
     COMMIT_LSN,
     OP,
@@ -33,10 +36,18 @@ from airflow_provider_streambed.staging.changelog import (
     TOAST_MARKER_PREFIX,
     XID,
 )
+from airflow_provider_streambed.staging.iceberg_fields import (
+    DELETE_FIELD_IDS,
+    DELETE_FILE_PATH,
+    DELETE_POS,
+    DELETE_ROW,
+)
+from airflow_provider_streambed.staging.job_spec import JobSpec
 from airflow_provider_streambed.staging.json_io import (
     read_json,
     write_json,
 )
+from airflow_provider_streambed.staging.member_manifest import MemberManifest, SnapshotFiles
 from airflow_provider_streambed.staging.members import (
     DATA_DIR,
     ERROR_MARKER,
@@ -59,17 +70,6 @@ from airflow_provider_streambed.staging.paths import (
     member_manifest_uri,
     publishing_marker_uri,
     staging_root,
-)
-from airflow_provider_streambed.staging.records import (
-    DELETE_FIELD_IDS,
-    DELETE_FILE_PATH,
-    DELETE_POS,
-    DELETE_ROW,
-    CaptureManifest,
-    JobSpec,
-    MemberManifest,
-    SnapshotFiles,
-    TableCapture,
 )
 
 __all__ = [

@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_provider_streambed import storage
+from airflow_provider_streambed.staging.capture_manifest import TableCapture
 from airflow_provider_streambed.staging.changelog import TOAST_MARKER_PREFIX
-from airflow_provider_streambed.staging.records import TableCapture
 
 
 @dataclass(frozen=True, slots=True)

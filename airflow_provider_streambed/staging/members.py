@@ -23,7 +23,10 @@ from pyarrow import fs
 
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.staging.job_spec import JobSpec
 from airflow_provider_streambed.staging.json_io import read_json, write_json
+from airflow_provider_streambed.staging.member_manifest import CARRIED, MemberManifest
 from airflow_provider_streambed.staging.paths import (
     delete_dir,
     join,
@@ -31,7 +34,6 @@ from airflow_provider_streambed.staging.paths import (
     member_manifest_uri,
     publishing_marker_uri,
 )
-from airflow_provider_streambed.staging.records import CARRIED, DELETE_FILE_PATH, DELETE_POS, JobSpec, MemberManifest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

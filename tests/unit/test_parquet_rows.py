@@ -7,7 +7,7 @@ import random
 import pyarrow as pa
 
 from airflow_provider_streambed.read.position_deletes import positions_by_file
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS
 
 
 def test_each_file_gets_its_positions_sorted_and_distinct_whatever_the_order_and_chunks() -> None:

@@ -50,7 +50,7 @@ from airflow_provider_streambed.read.position_deletes import (
     row_images,
     rows_at_positions,
 )
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_ROW
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_ROW
 
 logger = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from airflow_provider_streambed.staging import (
 )
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.file_names import file_names
-from airflow_provider_streambed.staging.records import CARRIED
+from airflow_provider_streambed.staging.member_manifest import CARRIED
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class SourceState:
 
 def staged_inputs(sources: Mapping[str, SourceState]) -> dict[str, str]:
     """What a derived member computed from ``sources`` records of them
-    (:attr:`~airflow_provider_streambed.staging.records.MemberManifest.inputs`): each staged
+    (:attr:`~airflow_provider_streambed.staging.member_manifest.MemberManifest.inputs`): each staged
     source's output by when it was written, or that it was carried over."""
     return {name: CARRIED if source.staged is None else source.staged.written_at for name, source in sources.items()}
 

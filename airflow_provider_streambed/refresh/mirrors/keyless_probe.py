@@ -1,4 +1,4 @@
-"""The column that narrows a keyless merge's scan of the previous rows (:mod:`.duckdb_merge`).
+"""The column that narrows a keyless merge's scan of the previous rows (:mod:`.merge_lookups`).
 
 A keyless mirror's row has no identity but its whole value, so the in-process merge compares
 previous rows with the removed rows on every column. Compared whole, the previous rows of every

@@ -39,7 +39,7 @@ class LocalMirrorOutput:
 
     Attributes:
         rows: the new images of the changed keys, with the table's columns at W.
-        deletes: position-delete rows (:data:`.duckdb_merge.DELETE_SCHEMA`) over the previous snapshot's files;
+        deletes: position-delete rows (:data:`.position_delete_rows.DELETE_SCHEMA`) over the previous snapshot's files;
             ``None`` when nothing is deleted.
         reason: ``merge-on-read``, or ``append-only`` for a mirror without a key.
     """

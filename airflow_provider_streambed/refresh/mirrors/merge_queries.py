@@ -1,9 +1,9 @@
-"""The DuckDB queries of the in-process mirror merge (:mod:`.duckdb_merge`): pure text builders."""
+"""The DuckDB queries of the in-process mirror merge (:mod:`.merge_lookups` runs them): pure text builders."""
 
 from __future__ import annotations
 
 from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_DELETE, SEQ, TOAST_MARKER_PREFIX
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS
 
 ROW = "__streambed_row"  # a change's position in the changelog table
 FILE, POS = "__streambed_file", "file_row_number"  # a previous row's file and position (DuckDB's)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput
 from airflow_provider_streambed.staging.file_columns import FileColumns
-from airflow_provider_streambed.staging.records import DELETE_FILE_PATH, DELETE_POS
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS
 
 #: Mirrors whose previous files hold up to this many bytes are compacted in this process; larger
 #: ones by Spark. Measured (2 cores, 8 files, 0.1 % of rows changed, merge and stage): 5 MiB

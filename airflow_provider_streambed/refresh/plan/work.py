@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Member, Mirror, member_fields
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, TableCapture
+from airflow_provider_streambed.staging.member_manifest import CARRIED
 from airflow_provider_streambed.staging.members import staged_manifest
-from airflow_provider_streambed.staging.records import CARRIED
 
 #: Declaration fields that tune how a member is stored or computed, not what its rows are: not in
 #: the digest (an incremental member's rows are those of a whole recompute).

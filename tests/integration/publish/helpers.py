@@ -12,7 +12,7 @@ from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import SqlMember
-from airflow_provider_streambed.refresh.mirrors.duckdb_merge import position_deletes
+from airflow_provider_streambed.refresh.mirrors.position_delete_rows import position_deletes
 from airflow_provider_streambed.staging import (
     MemberManifest,
     join,

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from airflow_provider_streambed.read import Cut
 from airflow_provider_streambed.staging import DELETE_ROW
-from airflow_provider_streambed.staging.records import FIELD_ID
+from airflow_provider_streambed.staging.iceberg_fields import FIELD_ID
 
 
 def delete_files_with_images(cut: Cut, name: str) -> Counter[bool]:

@@ -28,14 +28,11 @@ from airflow_provider_streambed.exceptions import FinalRefreshError, is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh.mirrors import duckdb_merge
-from airflow_provider_streambed.refresh.mirrors.duckdb_merge import (
-    DELETE_SCHEMA,
-    IN_PROCESS_MERGE_CONF,
-    merge_in_process,
-)
+from airflow_provider_streambed.refresh.mirrors import merge_lookups
+from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF, merge_in_process
 from airflow_provider_streambed.refresh.mirrors.keyless_probe import probe_column
 from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput
+from airflow_provider_streambed.refresh.mirrors.position_delete_rows import DELETE_SCHEMA
 from airflow_provider_streambed.refresh.spark.job import run_job
 from airflow_provider_streambed.staging import SnapshotFiles, TableCapture
 from tests.integration.refresh.changelog_model import TableModel
@@ -199,9 +196,9 @@ def test_the_in_process_merge_narrowed_by_a_probe_column_deletes_what_comparing_
         probes.append(probe_column(removed))
         return probes[-1]
 
-    monkeypatch.setattr(duckdb_merge, "probe_column", recorded)
+    monkeypatch.setattr(merge_lookups, "probe_column", recorded)
     narrowed = merge_in_process(source)
-    monkeypatch.setattr(duckdb_merge, "probe_column", lambda removed: None)
+    monkeypatch.setattr(merge_lookups, "probe_column", lambda removed: None)
     whole = merge_in_process(source)
     assert probes == ["id"] and narrowed is not None and whole is not None
     for merged in (narrowed, whole):

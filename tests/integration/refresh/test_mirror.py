@@ -19,8 +19,8 @@ from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read.position_deletes import read_deletes
 from airflow_provider_streambed.refresh.mirrors.duckdb_merge import IN_PROCESS_MERGE_CONF
 from airflow_provider_streambed.refresh.spark.job import run_job
+from airflow_provider_streambed.staging.iceberg_fields import DELETE_ROW
 from airflow_provider_streambed.staging.members import read_member_manifest
-from airflow_provider_streambed.staging.records import DELETE_ROW
 from tests.integration.refresh.changelog_model import ACCOUNT_SCHEMA, TableModel, account_row, random_changes
 from tests.integration.refresh.jobs import advance, capture_dir, read_files, read_staged, sorted_rows, stage_spec
 

@@ -11,9 +11,9 @@ import pytest
 from airflow_provider_streambed.exceptions import is_final
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.refresh.derived.sources import SourceState, changed_rows
-from airflow_provider_streambed.refresh.mirrors.duckdb_merge import position_deletes
+from airflow_provider_streambed.refresh.mirrors.position_delete_rows import position_deletes
 from airflow_provider_streambed.staging import SnapshotFiles
-from airflow_provider_streambed.staging.records import MemberManifest
+from airflow_provider_streambed.staging.member_manifest import MemberManifest
 
 
 def _source(tmp_path: Path, named: str) -> SourceState:

@@ -14,7 +14,7 @@ from airflow_provider_streambed.refresh import collect_member_manifests
 from airflow_provider_streambed.refresh.plan.spec import check_spec
 from airflow_provider_streambed.refresh.plan.work import definition_digest, fit_manifest, members_to_compute
 from airflow_provider_streambed.staging import JobSpec, MemberManifest, SnapshotFiles, member_manifest_uri, write_json
-from airflow_provider_streambed.staging.records import CARRIED
+from airflow_provider_streambed.staging.member_manifest import CARRIED
 
 GROUP = RefreshGroup(
     "shop",
