@@ -18,7 +18,7 @@ import psycopg
 
 from airflow_provider_streambed import steps
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
-from airflow_provider_streambed.capture.run import CaptureSettings
+from airflow_provider_streambed.capture.run_records import CaptureSettings
 from airflow_provider_streambed.catalog import LEDGER_URI_PROPERTY, STAGING_URI_PROPERTY, open_with_ledger
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.dependencies import describe_catalog, describe_source, naming_dependencies

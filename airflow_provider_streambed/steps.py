@@ -9,7 +9,7 @@ only its own concerns (the operators: connections, XCom, Assets, lineage and log
   cleared or retried run): the step has nothing to do;
 - an :class:`~airflow_provider_streambed.ledger.runs.UnchangedRun` when the run's W equals the
   last cut's (a quiet source): nothing to refresh or publish;
-- else what the step made (:class:`~.capture.run.CaptureResult`, :class:`Refreshed`, the new cut).
+- else what the step made (:class:`~.capture.run_records.CaptureResult`, :class:`Refreshed`, the new cut).
 
 A failed step is recorded in the ledger by :func:`settling`, the same way for every face.
 """
@@ -27,7 +27,8 @@ import psycopg
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.capture.resyncs import LastCutMirror
-from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import staging_of
 from airflow_provider_streambed.declarations import RefreshGroup
@@ -126,7 +127,7 @@ def capture(
     Args:
         run: the run.
         source: opens a connection to the source database.
-        settings: how the capture runs (:class:`~.capture.run.CaptureSettings`).
+        settings: how the capture runs (:class:`~.capture.run_records.CaptureSettings`).
         supersede: abandon another unpublished run of the group instead of failing.
         finished: whether Airflow is done with a pending run's DAG run (it then no longer blocks).
 

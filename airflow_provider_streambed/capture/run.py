@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg import pq
 
-from airflow_provider_streambed.capture.bootstrap import CopyOptions, copies_for_run
+from airflow_provider_streambed.capture.bootstrap import copies_for_run
 from airflow_provider_streambed.capture.bootstrap_marker import BootstrapCopy
 from airflow_provider_streambed.capture.changelog import CHANGES_PREFIX
 from airflow_provider_streambed.capture.extract import ExtractResult, extract_changes
 from airflow_provider_streambed.capture.holdback import HoldbackReport, probe_holdback
 from airflow_provider_streambed.capture.names import slot_name
+from airflow_provider_streambed.capture.partition_readings import (
+    PartitionReadings,
+    check_partitions_held,
+    read_partitions,
+)
 from airflow_provider_streambed.capture.resyncs import (
     LastCutMirror,
     check_policy,
@@ -34,28 +38,21 @@ from airflow_provider_streambed.capture.resyncs import (
     reshaped,
     resync_reasons,
 )
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.capture.setup import ensure_source
-from airflow_provider_streambed.capture.slot import (
-    DEFAULT_RETAINED_WARN_BYTES,
-    REMEDY,
-    check_slot,
-    slot_position,
-    warn_retention,
-)
-from airflow_provider_streambed.capture.source import SourceTable, table_partitions
-from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS, older_transactions_ended
+from airflow_provider_streambed.capture.slot import REMEDY, check_slot, slot_position, warn_retention
+from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.watermark import current_insert_lsn, pin_watermark
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import (
     DeclarationError,
     InvalidWatermarkError,
-    SchemaChangeError,
     SlotError,
     SourceError,
     WatermarkError,
 )
 from airflow_provider_streambed.ledger import CutRecord, Ledger, RunRecord, RunState
-from airflow_provider_streambed.ledger.runs import DagRunRef, UnchangedRun
+from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.staging import (
@@ -71,72 +68,6 @@ from airflow_provider_streambed.staging import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: How long a run waits after the pin of W for the transactions running then to end, before
-#: it reads its partitioned tables' partitions again, when their old rows could be promised whole
-#: (the deletes would carry them); past it, the run's deletes carry no rows.
-SETTLE_SECONDS = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureSettings:
-    """How one capture runs (every field has a default).
-
-    Attributes:
-        explicit_watermark: pin this W instead of the current WAL position (checked).
-        holdback_warn_seconds: report transactions open longer than this at pin time.
-        flush_timeout_seconds: how long to wait for the WAL flush up to W.
-        wal_retention_warn_bytes: warn when the group's slot retains more WAL than this.
-        dag_run: the Airflow DAG run behind the run, recorded with its pin.
-        copy: how bootstrap copies run (parallelism, progress).
-        slot_create_timeout_seconds: how long creating the slot (first run), the publication DDL
-            and the copy of added members may wait for other sessions' transactions and locks;
-            they log whom they wait for every 15 s, then fail with ``CaptureError`` naming them.
-        resync: re-synchronise a group whose slot was lost or dropped: drop the slot if it is
-            still there, create a new one and copy every table at its consistent point, as on
-            the first run; the cut of this run replaces every member whole, and the group's
-            older cuts stay readable. A retry of the run reuses its copies.
-        resync_members: mirrors to copy again in this run's cut (a resync of those members only):
-            each is copied at a snapshot consistent with W, as a member added to the group is,
-            and published whole; the other members keep merging.
-    """
-
-    explicit_watermark: Lsn | None = None
-    holdback_warn_seconds: float = 60.0
-    flush_timeout_seconds: float = 30.0
-    wal_retention_warn_bytes: int = DEFAULT_RETAINED_WARN_BYTES
-    dag_run: DagRunRef | None = None
-    copy: CopyOptions = field(default_factory=CopyOptions)
-    slot_create_timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
-    resync: bool = False
-    resync_members: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureResult:
-    """What the capture step of a run produced."""
-
-    watermark: Lsn
-    manifest_uri: str
-    manifest: CaptureManifest
-    holdback: HoldbackReport
-    bootstrap: bool
-
-    def summary(self) -> dict[str, Any]:
-        """Small JSON-able facts for XCom: W as text and counts (no URIs of files, no secrets)."""
-        return {
-            "group": self.manifest.group,
-            "run_key": self.manifest.run_key,
-            "watermark_lsn": str(self.watermark),
-            "watermark": str(self.watermark),  # the key of earlier releases, kept for one release
-            "start": str(self.manifest.start),
-            "transactions": self.manifest.transactions,
-            "changes": sum(table.changes for table in self.manifest.tables),
-            "copied_rows": sum(table.copied_rows for table in self.manifest.tables),
-            "tables": len(self.manifest.tables),
-            "bootstrap": self.bootstrap,
-            **self.holdback.summary(),
-        }
 
 
 def _autocommit(conn: psycopg.Connection[Any], group: RefreshGroup) -> None:
@@ -221,87 +152,13 @@ def _resyncs(
     return reasons
 
 
-def _check_partitions_held(conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable]) -> None:
-    """Check that no partitioned table's partitions changed between its description and the pin of W.
-
-    Raises:
-        SchemaChangeError: (final) one did: a partition attached, detached, dropped or truncated
-            then is in no change record before W, so this run cannot publish the table exactly;
-            the next run compares it with the last cut and copies it again.
-    """
-    for member, table in tables.items():
-        if table.partitioned and table_partitions(conn, table.oid)[0] != table.storage:
-            raise SchemaChangeError(
-                f"group {group.name!r}, member {member!r}: the partitions of source table {table.qualified_name} "
-                "changed while the run captured it (a partition attached, detached, dropped or truncated), which no "
-                "change record before W holds; this run cannot publish it exactly: the next run copies it again"
-            )
-
-
-def _may_hold(table: SourceTable, last: LastCutMirror | None) -> bool:
-    """Whether a partitioned table's old rows may be promised whole this run, as far as its
-    description tells: every partition FULL, the reading equal to the last cut's."""
-    return table.leaves_full and bool(table.leaves) and last is not None and last.leaves == table.leaves
-
-
-@dataclass(frozen=True, slots=True)
-class _PartitionReadings:
-    """What a run read of its partitioned tables' partitions after the pin of W, and how far it is
-    trusted.
-
-    Attributes:
-        after_pin: each one's partitions' identities (:attr:`.SourceTable.leaves`), by member.
-        settled: every transaction running at the pin had ended before, so the reading saw every
-            commit before W (a commit's WAL record precedes its visibility).
-        fresh: the tables were described before W, or with no WAL written in between (the WAL
-            insert position read right after the description is not past W); a retry, which
-            reuses its first W, an explicit W and another attempt's pin meanwhile may fail it.
-    """
-
-    after_pin: Mapping[str, str]
-    settled: bool
-    fresh: bool
-
-    def old_rows_held(self, member: str, table: SourceTable, last: LastCutMirror | None) -> bool:
-        """Whether the old rows the table's changes mark whole (``O``) were whole over the run's
-        range: always for a plain table (PostgreSQL marks them by its own identity, change by
-        change). A partitioned table's are marked by its identity but logged by each partition's:
-        whole when every partition was FULL and no partition's ``pg_class`` row changed from the
-        last cut's reading (taken before that run's W and held past it) until after this run's W."""
-        if not table.partitioned:
-            return True
-        return _may_hold(table, last) and self.settled and self.after_pin.get(member) == table.leaves
-
-    def recorded(self, member: str, table: SourceTable) -> str:
-        """What the mirror's snapshot records for the next run (:attr:`.TableCapture.leaves`): the
-        reading taken when the run began, when that was before W and held past it; else empty."""
-        return table.leaves if self.fresh and self.after_pin.get(member) == table.leaves else ""
-
-
-def _read_partitions(
-    conn: psycopg.Connection[Any], group: RefreshGroup, tables: dict[str, SourceTable],
-    previous: Mapping[str, LastCutMirror], fresh: bool,
-) -> _PartitionReadings:
-    """The partitioned tables' partitions' identities read again after the pin of W, first waiting
-    up to :data:`SETTLE_SECONDS` for the transactions running then to end when some table's old
-    rows could be promised whole (a run that captures changes: an unchanged one needs none)."""
-    promising = [member for member, table in tables.items()
-                 if table.partitioned and _may_hold(table, previous.get(member))]
-    settled = bool(promising) and older_transactions_ended(conn, SETTLE_SECONDS)
-    if promising and not settled:
-        logger.info("group=%s: transactions running after the pin of W had not ended after %g s; the deletes of %s "
-                    "carry no rows this run", group.name, SETTLE_SECONDS, ", ".join(promising))
-    readings = {member: table_partitions(conn, table.oid)[1] for member, table in tables.items() if table.partitioned}
-    return _PartitionReadings(readings, settled, fresh)
-
-
 def _table_captures(
     tables: dict[str, SourceTable], copies: dict[str, BootstrapCopy], extracted: ExtractResult,
-    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror], partitions: _PartitionReadings,
+    resynced: Mapping[str, str], previous: Mapping[str, LastCutMirror], partitions: PartitionReadings,
 ) -> tuple[TableCapture, ...]:
     """Per member: its extracted changelog files, its bootstrap copy (if any), why it was resynced,
     how its columns changed since the last cut (renamed, older names, reshaped), and whether its
-    changes carried their old rows (:meth:`_PartitionReadings.old_rows_held`)."""
+    changes carried their old rows (:meth:`.PartitionReadings.old_rows_held`)."""
     captures = []
     for member, table in tables.items():
         copy = copies.get(member)
@@ -398,7 +255,7 @@ def capture_run(
         conn, ledger, group, run_key, explicit_watermark=settings.explicit_watermark,
         flush_timeout_seconds=settings.flush_timeout_seconds, floor=start, dag_run=settings.dag_run,
     )
-    _check_partitions_held(conn, group, tables)
+    check_partitions_held(conn, group, tables)
     if not holdback.probe_failed:
         ledger.record_holdback(group.name, run_key, holdback.count, holdback.oldest_age_seconds)
     if watermark < start:
@@ -407,7 +264,7 @@ def capture_run(
         )
     if last is not None and watermark == last.watermark:
         return _finish_unchanged(ledger, group, run_key, last, copies)
-    partitions = _read_partitions(conn, group, tables, previous or {}, fresh=described <= watermark)
+    partitions = read_partitions(conn, group, tables, previous or {}, fresh=described <= watermark)
     delete_files(capture_dir, f"{CHANGES_PREFIX}-")  # an earlier attempt's changelogs (bootstrap copies stay)
     copied_at = {member: copy.snapshot for member, copy in copies.items() if copy.snapshot is not None}
     extracted = extract_changes(conn, group, tables, capture_dir, start, watermark, copied_at=copied_at)

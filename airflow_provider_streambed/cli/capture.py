@@ -16,7 +16,8 @@ from pathlib import Path
 import psycopg
 
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
-from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureSettings
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.cli import (
     add_catalog_arguments,

@@ -12,7 +12,7 @@ from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from airflow_provider_streambed.capture.bootstrap import DEFAULT_COPY_PARALLELISM, CopyOptions
 from airflow_provider_streambed.capture.copy import TableProgress
-from airflow_provider_streambed.capture.run import CaptureSettings
+from airflow_provider_streambed.capture.run_records import CaptureSettings
 from airflow_provider_streambed.capture.slot import DEFAULT_RETAINED_WARN_BYTES
 from airflow_provider_streambed.capture.waits import DEFAULT_TIMEOUT_SECONDS
 from airflow_provider_streambed.declarations import RefreshGroup

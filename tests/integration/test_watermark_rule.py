@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed import Mirror, RefreshGroup, steps
-from airflow_provider_streambed.capture.run import CaptureResult
+from airflow_provider_streambed.capture.run_records import CaptureResult
 from airflow_provider_streambed.catalog import ledger_of, open_catalog
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, is_final
 from airflow_provider_streambed.ledger import RunState

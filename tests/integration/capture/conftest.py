@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_provider_streambed.capture.run import CaptureResult
+from airflow_provider_streambed.capture.run_records import CaptureResult
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.ledger import CutMember, Ledger

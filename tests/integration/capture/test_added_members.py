@@ -22,7 +22,8 @@ from airflow_provider_streambed.capture import waits
 from airflow_provider_streambed.capture.bootstrap import ExportedSnapshot
 from airflow_provider_streambed.capture.bootstrap_marker import MARKER_NAME, read_marker
 from airflow_provider_streambed.capture.copy_snapshot import CopySnapshot
-from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.exceptions import CaptureError, SlotError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.local import refresh_once

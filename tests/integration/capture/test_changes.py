@@ -11,10 +11,12 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_streambed.capture import copy as copy_module
+from airflow_provider_streambed.capture import partition_readings as partition_readings_module
 from airflow_provider_streambed.capture import run as capture_run_module
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.resyncs import LastCutMirror
-from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.exceptions import WatermarkError
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.staging import OP, TOAST_MARKER_PREFIX, TableCapture
@@ -117,7 +119,7 @@ def test_a_partitioned_tables_changes_carry_old_rows_while_no_partitions_identit
     assert not run("r6").old_images
     source.execute("UPDATE pf SET v = 'w' WHERE id = 8")
     assert run("r7").old_images
-    monkeypatch.setattr(capture_run_module, "SETTLE_SECONDS", 0.2)
+    monkeypatch.setattr(partition_readings_module, "SETTLE_SECONDS", 0.2)
     with psycopg.connect(pg_dsn) as other:  # a transaction older than the pin, still open after it
         other.execute("SELECT pg_current_xact_id()")
         source.execute("UPDATE pf SET v = 'v' WHERE id = 8")

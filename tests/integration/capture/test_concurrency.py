@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import COMMIT_LSN, XID

@@ -20,7 +20,8 @@ SCRIPT = textwrap.dedent("""
     import psycopg
     from airflow_provider_streambed.capture import copy
     from airflow_provider_streambed.capture.bootstrap import CopyOptions
-    from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
+    from airflow_provider_streambed.capture.run import capture_run
+    from airflow_provider_streambed.capture.run_records import CaptureSettings
     from airflow_provider_streambed.declarations import RefreshGroup
     from airflow_provider_streambed.ledger import Ledger
     from airflow_provider_streambed.member_declarations import Mirror

@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.capture import run as capture_module
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging import COMMIT_LSN

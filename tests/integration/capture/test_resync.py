@@ -12,7 +12,8 @@ import pytest
 
 from airflow_provider_streambed.capture import run as capture_run_module
 from airflow_provider_streambed.capture.names import slot_name
-from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import InvalidWatermarkError, SlotError
 from airflow_provider_streambed.ledger import Ledger

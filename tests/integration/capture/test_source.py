@@ -7,7 +7,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureSettings
 from airflow_provider_streambed.capture.setup import ensure_source
 from airflow_provider_streambed.capture.slot import advance_slot, check_slot, drop_slot
 from airflow_provider_streambed.capture.watermark import current_flush_lsn, pin_watermark

@@ -9,7 +9,8 @@ import psycopg
 import pytest
 
 from airflow_provider_streambed.capture.names import publication_name
-from airflow_provider_streambed.capture.run import CaptureResult, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult
 from airflow_provider_streambed.exceptions import SourceError
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from tests.integration.capture.conftest import make_group

@@ -16,7 +16,8 @@ import pytest
 
 from airflow_provider_streambed.capture import waits
 from airflow_provider_streambed.capture.names import publication_name, slot_name
-from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.exceptions import CaptureError
 from airflow_provider_streambed.ledger import Ledger
 from tests.integration.capture.conftest import make_group

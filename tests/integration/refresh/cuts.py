@@ -10,7 +10,8 @@ from pathlib import Path
 import psycopg
 from pyspark.sql import SparkSession
 
-from airflow_provider_streambed.capture.run import CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureSettings
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.declarations import RefreshGroup

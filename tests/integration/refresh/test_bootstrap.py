@@ -22,7 +22,8 @@ from pyspark.sql import SparkSession
 from airflow_provider_streambed.capture import copy as copy_module
 from airflow_provider_streambed.capture.bootstrap import CopyOptions
 from airflow_provider_streambed.capture.copy import TableProgress
-from airflow_provider_streambed.capture.run import CaptureResult, CaptureSettings, capture_run
+from airflow_provider_streambed.capture.run import capture_run
+from airflow_provider_streambed.capture.run_records import CaptureResult, CaptureSettings
 from airflow_provider_streambed.capture.slot import advance_slot
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.examples.bank import SCHEMA as BANK_SCHEMA

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_streambed.capture.change_stream import ChangeStream
 from airflow_provider_streambed.capture.changelog import TableLog
 from airflow_provider_streambed.capture.copy_snapshot import CopyFilter, CopySnapshot
-from airflow_provider_streambed.capture.extract import ChangeStream
 from airflow_provider_streambed.capture.pgoutput import Column
 from airflow_provider_streambed.capture.source import SourceTable
 from airflow_provider_streambed.capture.typemap import PgType
