@@ -13,7 +13,8 @@ float8, timestamptz, date) is read in one run by:
   ``spark.streambed.mirror.inProcessMerge`` is off).
 
 Each capture and run happens in a child process, which also reports its peak RSS (``ru_maxrss``)
-and its RSS before the copy. Run: ``.venv/bin/python -m benchmarks.bench_bootstrap [--rows N]``.
+and its RSS before the copy. Run: ``.venv/bin/python -m benchmarks.bench_bootstrap [--rows N] [--quick]``
+(``--spark-remote URL``: a running Spark Connect server instead of one started here).
 To measure another checkout with the same script: ``PYTHONPATH=<checkout> ... --only-children``.
 """
 
@@ -36,7 +37,9 @@ from typing import Any
 
 import psycopg
 
-from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from benchmarks.connect_server import REMOTE_HELP, connect_server
+from benchmarks.quick import parse_arguments
 
 LOAD = """
 CREATE TABLE wide (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2), score float8,
@@ -88,10 +91,13 @@ def child(kind: str, dsn: str, directory: str, name: str, parallelism: int, remo
         from airflow_provider_streambed.capture.run import capture_run
 
         catalog = open_catalog(properties)
+        settings: Any = None
         if options is not None:
-            extra["copy"] = options(parallelism)
+            from airflow_provider_streambed.capture.run_records import CaptureSettings
+
+            settings = CaptureSettings(copy=options(parallelism))
         with psycopg.connect(dsn) as conn:
-            capture_run(conn, group(name), ledger_of(catalog), "bench", warehouse_of(catalog), **extra)
+            capture_run(conn, group(name), ledger_of(catalog), "bench", warehouse_of(catalog), settings)
     else:
         from airflow_provider_streambed.local import StepTimes, refresh_once
 
@@ -143,13 +149,13 @@ class Writer(threading.Thread):
         return self.updates
 
 
-def warm_up(cluster: ThrowawayCluster, directory: Path, remote: str) -> None:
-    """Bootstrap a small table under the writer on the Connect server first (its changes make a Spark
-    job): a warm server has run jobs before."""
+def warm_up(cluster: ThrowawayCluster, directory: Path, remote: str, rows: int) -> None:
+    """Bootstrap a small table (``rows`` rows) under the writer on the Connect server first (its
+    changes make a Spark job): a warm server has run jobs before."""
     dsn = cluster.dsn(cluster.create_database("warm"))
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(LOAD.replace("%s", "100000"))
-    writer = Writer(dsn, 100_000)
+        conn.execute(LOAD.replace("%s", str(rows)))
+    writer = Writer(dsn, rows)
     writer.start()
     try:
         run_child("whole", dsn, directory, "warm", 1, remote)
@@ -161,11 +167,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--only-children", action="store_true", help="skip the Spark runs (another checkout)")
+    parser.add_argument("--spark-remote", default=None, help=REMOTE_HELP)
     parser.add_argument("--child", choices=("capture", "whole"), help=argparse.SUPPRESS)
     for option in ("--dsn", "--directory", "--name", "--remote"):
         parser.add_argument(option, default="", help=argparse.SUPPRESS)
     parser.add_argument("--parallelism", type=int, default=2, help=argparse.SUPPRESS)
-    arguments = parser.parse_args()
+    arguments = parse_arguments(parser, quick={"rows": 2_000})
     if arguments.child:
         logging.basicConfig(level=logging.WARNING)
         print(json.dumps(child(arguments.child, arguments.dsn, arguments.directory, arguments.name,
@@ -195,12 +202,8 @@ def main() -> None:
                   f"(+{figures['peak_rss_mib'] - figures['rss_before_mib']:.0f} over the start)")
         if arguments.only_children:
             return
-        from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
-
-        server = ConnectServer(port=free_port(), state_dir=Path(work, "connect"))
-        remote = server.start()
-        try:
-            warm_up(cluster, Path(work, "warm"), remote)
+        with connect_server(arguments.spark_remote, Path(work, "connect")) as remote:
+            warm_up(cluster, Path(work, "warm"), remote, min(arguments.rows, 100_000))
             runs = [(label, url, writing) for writing in (False, True)
                     for label, url in (("Connect", remote), ("spark-submit", ""))]
             for number, (label, url, writing) in enumerate(runs):
@@ -214,8 +217,6 @@ def main() -> None:
                       f"{rate / raw:>6.0%} {'>= 50%':>6} {figures['peak_rss_mib']:>6.0f} MiB   "
                       f"capture {figures['capture']:.1f} s, refresh {figures['refresh']:.1f} s, "
                       f"publish {figures['publish']:.1f} s")
-        finally:
-            server.stop()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ once by :func:`~airflow_provider_streambed.capture.extract.extract_changes` (dec
 to Parquet). Server-side decoding is part of both, so the ratio shows the client's overhead.
 Prints figures and ratios; no assertion on time.
 
-    .venv/bin/python benchmarks/bench_capture.py [--rows 1000000] [--transactions 100000]
+    .venv/bin/python -m benchmarks.bench_capture [--rows 1000000] [--transactions 100000] [--quick]
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ import pyarrow as pa
 
 from airflow_provider_streambed.capture.extract import DEFAULT_FETCH_ROWS, PEEK_QUERY, extract_changes
 from airflow_provider_streambed.capture.names import publication_name, slot_name
+from airflow_provider_streambed.capture.setup import ensure_source
 from airflow_provider_streambed.capture.slot import advance_slot, check_slot
-from airflow_provider_streambed.capture.source import ensure_source
 from airflow_provider_streambed.capture.watermark import current_flush_lsn
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from benchmarks.quick import parse_arguments
 
 GROUP = RefreshGroup("bench", "src", "cat", "ns", members=(Mirror("bench"),))
 
@@ -72,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--transactions", type=int, default=100_000)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"rows": 1_000, "transactions": 100})
     logging.basicConfig(level=logging.WARNING)
     began = time.perf_counter()
     pa.array([b""], pa.binary())  # pyarrow imports pandas on first use: a one-time cost per process

@@ -17,7 +17,7 @@ the row groups of the older files that hold them (Parquet gives no cheaper way t
 pages): random updates without rows cost a read of every row group, and hot updates of the one or
 two that hold the newest keys.
 
-Run: ``.venv/bin/python -m benchmarks.bench_changes_since [--rows 10000000] [--repeats 3]``
+Run: ``.venv/bin/python -m benchmarks.bench_changes_since [--rows 10000000] [--repeats 3] [--quick]``
 (default 2,000,000 rows; ``STREAMBED_BENCH_ROWS`` sets the default too).
 """
 
@@ -43,6 +43,7 @@ from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.refresh.mirrors.position_delete_rows import identified
+from benchmarks.quick import parse_arguments
 from tests.integration.publish.helpers import stage, stage_delta
 
 GROUP = RefreshGroup("bench", "src", "cat", "bench", (Mirror("public.facts"),))
@@ -111,7 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=int(os.environ.get("STREAMBED_BENCH_ROWS", 2_000_000)))
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"rows": 10_000, "repeats": 1})
     with tempfile.TemporaryDirectory(prefix="bench-changes-") as work:
         props, ledger = sqlite_catalog(work)
         print(f"# changes_since over one cut of {FRACTION:.1%} updates, {args.rows:,} rows in {FILES} files "

@@ -12,7 +12,7 @@ Then a 10-member group (a mirror of ``--rows`` rows and 9 SQL members over it, t
 (one task after the other), against one spark-submit application computing all members (goal
 <= 1.2x).
 
-Run: ``.venv/bin/python -m benchmarks.bench_connect [--changed 1000]``.
+Run: ``.venv/bin/python -m benchmarks.bench_connect [--changed 1000] [--spark-remote URL] [--quick]``.
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ import numpy as np
 from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.refresh.spark.connect import run_on_connect
-from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 from airflow_provider_streambed.run_key import make_run_key
-from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
+from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 from benchmarks.bench_end_to_end import change_rows, load_bank_group, load_source
 from benchmarks.bench_refresh import changelog, group_of, make_spec
+from benchmarks.connect_server import REMOTE_HELP, connect_server
+from benchmarks.quick import parse_arguments
 
 
 def bench_members(work: Path, remote: str, rows: int) -> None:
@@ -60,36 +61,33 @@ def main() -> None:
     parser.add_argument("--transfers", type=int, default=100_000, help="initial transfers (bootstrap)")
     parser.add_argument("--changed", type=int, default=1_000, help="row changes of the changed run")
     parser.add_argument("--rows", type=int, default=10_000, help="mirror rows of the 10-member group")
-    arguments = parser.parse_args()
+    parser.add_argument("--spark-remote", default=None, help=REMOTE_HELP)
+    arguments = parse_arguments(parser, quick={"accounts": 100, "transfers": 1_000, "changed": 100, "rows": 1_000})
     logging.basicConfig(level=logging.WARNING)
     bank = load_bank_group()
     groups = {"submit": bank, "connect": dataclasses.replace(bank, name="bank_connect", namespace="bank_connect")}
-    with (ThrowawayCluster() as cluster, tempfile.TemporaryDirectory(prefix="bench-connect-") as directory):
-        server = ConnectServer(port=free_port(), state_dir=Path(directory, "connect"))
-        remote = server.start()
-        try:
-            dsn = cluster.dsn(cluster.create_database("bank"))
-            properties = {"uri": f"sqlite:///{directory}/catalog.db", "warehouse": Path(directory, "wh").as_uri()}
-            load_source(dsn, arguments.accounts, arguments.transfers)
-            print(f"bank: {arguments.accounts} accounts, {arguments.transfers} transfers; local[2] both ways")
-            print(f"{'run':<12} {'path':<8} {'refresh s':>9} {'total s':>8}")
-            ratios = {}
-            for label in ("bootstrap", "changed", "no-change"):
-                if label == "changed":
-                    change_rows(dsn, arguments.accounts, arguments.changed, 1)
-                refresh = {}
-                for path, group in groups.items():
-                    times = StepTimes()
-                    refresh_once(group, source_dsn=dsn, catalog_properties=properties, times=times,
-                                 run_key=make_run_key("bench", f"{label}-{path}"),
-                                 spark_remote=remote if path == "connect" else None)
-                    refresh[path] = times.refresh
-                    print(f"{label:<12} {path:<8} {times.refresh:>9.2f} "
-                          f"{times.capture + times.refresh + times.publish:>8.2f}", flush=True)
-                ratios[label] = refresh["connect"] / refresh["submit"] if refresh["submit"] else float("nan")
-            bench_members(Path(directory, "members"), remote, arguments.rows)
-        finally:
-            server.stop()
+    with (ThrowawayCluster() as cluster, tempfile.TemporaryDirectory(prefix="bench-connect-") as directory,
+          connect_server(arguments.spark_remote, Path(directory, "connect")) as remote):
+        dsn = cluster.dsn(cluster.create_database("bank"))
+        properties = {"uri": f"sqlite:///{directory}/catalog.db", "warehouse": Path(directory, "wh").as_uri()}
+        load_source(dsn, arguments.accounts, arguments.transfers)
+        print(f"bank: {arguments.accounts} accounts, {arguments.transfers} transfers; local[2] both ways")
+        print(f"{'run':<12} {'path':<8} {'refresh s':>9} {'total s':>8}")
+        ratios = {}
+        for label in ("bootstrap", "changed", "no-change"):
+            if label == "changed":
+                change_rows(dsn, arguments.accounts, arguments.changed, 1)
+            refresh = {}
+            for path, group in groups.items():
+                times = StepTimes()
+                refresh_once(group, source_dsn=dsn, catalog_properties=properties, times=times,
+                             run_key=make_run_key("bench", f"{label}-{path}"),
+                             spark_remote=remote if path == "connect" else None)
+                refresh[path] = times.refresh
+                print(f"{label:<12} {path:<8} {times.refresh:>9.2f} "
+                      f"{times.capture + times.refresh + times.publish:>8.2f}", flush=True)
+            ratios[label] = refresh["connect"] / refresh["submit"] if refresh["submit"] else float("nan")
+        bench_members(Path(directory, "members"), remote, arguments.rows)
     print("\n## Refresh step: warm Spark Connect / spark-submit")
     for label, ratio in ratios.items():
         print(f"{label:<12} {ratio:6.1%}" + ("   goal <= 25 %" if label == "changed" else ""))

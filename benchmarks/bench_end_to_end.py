@@ -20,7 +20,7 @@ goal is an overhead <= 5 % (ratio <= 1.05) or faster. Both pipelines' last cuts 
 row for row, and the bank invariant (total money constant) is checked. Prints figures and
 ratios; no assertion on time.
 
-Run: ``.venv/bin/python -m benchmarks.bench_end_to_end [--changed 100000]``.
+Run: ``.venv/bin/python -m benchmarks.bench_end_to_end [--changed 100000] [--quick]``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.run_key import make_run_key
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from benchmarks.quick import parse_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +190,7 @@ def main() -> None:
     parser.add_argument("--transfers", type=int, default=100_000, help="initial transfers (bootstrap)")
     parser.add_argument("--changed", type=int, default=100_000, help="row changes of the changed run")
     parser.add_argument("--batches", type=int, default=10, help="transactions of the changed run")
-    arguments = parser.parse_args()
+    arguments = parse_arguments(parser, quick={"accounts": 100, "transfers": 1_000, "changed": 100, "batches": 2})
     logging.basicConfig(level=logging.WARNING)
     began = time.perf_counter()
     bank = load_bank_group()

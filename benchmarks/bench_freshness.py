@@ -19,8 +19,8 @@ in a real Airflow (api-server, scheduler, dag-processor, triggerer, LocalExecuto
 the derived ``balances`` on a Spark Connect server), which also prints where a run's time goes.
 Prints percentiles beside the goals; no assertion on time.
 
-    .venv/bin/python benchmarks/bench_freshness.py [--seconds 300] [--rate 5] [--noise 1]
-        [--driver trigger|deferrable|loop] [--start-gap 3]
+    .venv/bin/python -m benchmarks.bench_freshness [--seconds 300] [--rate 5] [--noise 1]
+        [--driver trigger|deferrable|loop] [--start-gap 3] [--quick]
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read import CutReader
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 from airflow_provider_streambed.triggers.changes import GroupChangesTrigger
+from benchmarks.quick import parse_arguments
 
 GROUP = RefreshGroup(name="bank_fresh", source_conn_id="bench_source", catalog_conn_id="bench_catalog",
                      namespace="bank_fresh", members=(Mirror("public.accounts"), Mirror("public.transfers")))
@@ -188,7 +189,7 @@ def main() -> None:
                         help="seconds from a run's end to the next deferrable capture's trigger")
     parser.add_argument("--noise", type=float, default=0.0,
                         help="transactions/s in another database of the cluster while the source is quiet")
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"seconds": 2, "quiet_seconds": 4, "poll_interval": 0.5, "start_gap": 0.5})
     logging.basicConfig(level=logging.WARNING)
     freshness = Freshness()
     with ThrowawayCluster() as cluster, tempfile.TemporaryDirectory() as directory:

@@ -40,7 +40,8 @@ delete of its whole old row): the mirror's position deletes then carry the delet
 members take the removed rows from there instead of reading every row group.
 
 Run: ``.venv/bin/python -m benchmarks.bench_incremental_members [--rows 10000000] [--repeats 3]
-[--members grp_stats] [--connect] [--full-identity]`` (default 1,000,000 rows, every member).
+[--members grp_stats] [--connect] [--full-identity] [--fractions 0.001] [--quick]`` (default 1,000,000
+rows, every member, each fraction).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ from airflow_provider_streambed.testing.postgres import free_port
 from airflow_provider_streambed.testing.spark import local_spark_session
 from benchmarks.bench_changes_since import median_seconds
 from benchmarks.bench_merge_on_read import refresh, write_changelog, write_table
+from benchmarks.quick import parse_arguments
 from tests.integration.refresh.python_members import totals
 
 PYTHON = PythonMember("grp_totals", "benchmarks.bench_incremental_members:grp_totals", ("facts",), incremental=True)
@@ -199,7 +201,11 @@ def main() -> None:
                         help="run everything on a local Spark Connect server (local[2]) instead of in-process")
     parser.add_argument("--full-identity", action="store_true",
                         help="updates captured as under REPLICA IDENTITY FULL: the deletes carry the removed rows")
-    arguments = parser.parse_args()
+    parser.add_argument("--fractions", type=float, nargs="+", choices=list(GOALS), default=list(GOALS),
+                        help="the shares of rows changed (default: each that has a goal)")
+    parser.add_argument("--warm-up", action=argparse.BooleanOptionalAction, default=True,
+                        help="one untimed round first (JIT, caches)")
+    arguments = parse_arguments(parser, quick={"rows": 10_000, "repeats": 1, "fractions": [0.001], "warm_up": False})
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as directory, \
             connect_mode(), ExitStack() as stack:
         work = Path(directory)
@@ -218,11 +224,12 @@ def main() -> None:
         sources = {"facts": SourceState(base, None), "dims": dims}
         previous = {member.name: compute(spark, first, member, sources, work / "previous")
                     for member in MEMBERS if member.name in arguments.members}
-        bench(spark, work, arguments.rows, base, dims, previous, 0.001, 1)  # warm-up: JIT, caches
+        if arguments.warm_up:
+            bench(spark, work, arguments.rows, base, dims, previous, 0.001, 1)
         where = "a warm Spark Connect server (local[2])" if arguments.connect else "in-process local[2]"
         print(f"\n## GROUP BY aggregate member over a mirror of {arguments.rows:,} rows, {where}")
         for inserts in (False, True):
-            for fraction in GOALS:
+            for fraction in arguments.fractions:
                 bench(spark, work, arguments.rows, base, dims, previous, fraction, arguments.repeats, inserts,
                       arguments.full_identity)
 

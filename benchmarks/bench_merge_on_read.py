@@ -22,7 +22,8 @@ JVM start is in any figure:
   :class:`~airflow_provider_streambed.read.spark_snapshot.SnapshotScan`) after the three refreshes
   chained, before and after a compaction (the mirror rewritten whole).
 
-Run: ``.venv/bin/python -m benchmarks.bench_merge_on_read [--rows N] [--quick] [--only SECTION]``.
+Run: ``.venv/bin/python -m benchmarks.bench_merge_on_read [--rows N] [--quick] [--only SECTION]
+[--fractions 0.001]``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +57,7 @@ from airflow_provider_streambed.staging import (
     stage_member_output,
 )
 from airflow_provider_streambed.testing.spark import local_spark_session
+from benchmarks.quick import parse_arguments
 
 COLUMNS = ("id", "grp", "amount", "note", "at")
 MIRROR = Mirror("public.facts")
@@ -157,15 +160,18 @@ def scan_seconds(spark: SparkSession, files: SnapshotFiles) -> float:
 
 
 def bench_updates(
-    spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, hot: bool, repeats: int
+    spark: SparkSession, work: Path, rows: int, base: SnapshotFiles, plain: float, hot: bool, repeats: int,
+    fractions: Collection[float],
 ) -> None:
-    """Refreshes of ``base`` after each fraction of updates (the median of ``repeats``): time
-    against ``plain``, bytes written."""
+    """Refreshes of ``base`` after each of ``fractions`` of updates (the median of ``repeats``):
+    time against ``plain``, bytes written."""
     table_bytes = size_of(base.data)
     print(f"\n### {'hot (newest 1 % of keys)' if hot else 'random'} updates")
     print(f"{'updated':>8} {'keys':>9} {'merge+write s':>14} {'/ plain':>8} {'goal':>6} {'bytes written':>14}  "
           f"{'FULL identity s':>15} {'/ plain':>8}  {'Spark merge s':>13} {'/ plain':>8}  {'Spark, FULL s':>13}")
     for index, (fraction, goal) in enumerate(GOALS.items()):
+        if fraction not in fractions:
+            continue
         lsn = 1000 * (index + 1)
         name = f"{'hot' if hot else 'random'}{index}"
         capture = write_changelog(rows, fraction, lsn, work / f"changes-{name}" / "c.parquet", index, hot)
@@ -254,12 +260,13 @@ def bench_compaction(spark: SparkSession, work: Path, rows: int, base: SnapshotF
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--quick", action="store_true", help="200k rows, for a smoke run")
     parser.add_argument("--repeats", type=int, default=3, help="refreshes per figure (the median is printed)")
+    parser.add_argument("--fractions", type=float, nargs="+", choices=list(GOALS), default=list(GOALS),
+                        help="the shares of keys updated in the updates section (default: each that has a goal)")
     parser.add_argument("--only", choices=["updates", "keyless", "floors", "compaction"], default=None,
                         help="run one section (each prints its figures beside the same plain read and write)")
-    arguments = parser.parse_args()
-    rows = 200_000 if arguments.quick else arguments.rows
+    arguments = parse_arguments(parser, quick={"rows": 10_000, "repeats": 1, "fractions": [0.001]})
+    rows = arguments.rows
     spark = local_spark_session("bench-merge-on-read")
     with tempfile.TemporaryDirectory(prefix="bench-mor-") as directory:
         work = Path(directory)
@@ -274,8 +281,8 @@ def main() -> None:
               "files), in-process local[2]")
         print(f"plain read + write of the whole table: {plain:.2f} s")
         if arguments.only in (None, "updates"):
-            bench_updates(spark, work, rows, base, plain, hot=False, repeats=arguments.repeats)
-            bench_updates(spark, work, rows, base, plain, hot=True, repeats=arguments.repeats)
+            for hot in (False, True):
+                bench_updates(spark, work, rows, base, plain, hot, arguments.repeats, arguments.fractions)
         if arguments.only in (None, "keyless"):
             bench_keyless(spark, work, rows, base, plain, arguments.repeats)
         if arguments.only in (None, "floors"):

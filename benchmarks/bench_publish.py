@@ -1,6 +1,6 @@
 """Publish latency of one cut with N member tables vs N independent single-table pyiceberg commits.
 
-Run: ``.venv/bin/python -m benchmarks.bench_publish [--sizes 1 5 20 50] [--repeats 3]``. Prints a
+Run: ``.venv/bin/python -m benchmarks.bench_publish [--sizes 1 5 20 50] [--repeats 3] [--quick]``. Prints a
 table (no timed assertions) and the load average: on a busy machine compare rows of one run only.
 Each cut replaces every member's contents with one staged Parquet file (the steady state: tables
 exist, the first publish is not timed); the baseline does the same per table with
@@ -29,6 +29,7 @@ from airflow_provider_streambed.catalog import open_catalog
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
+from benchmarks.quick import parse_arguments
 from tests.integration.publish.helpers import make_group, stage
 
 
@@ -102,7 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 20, 50])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"sizes": [1, 2], "repeats": 1})
     print(f"load average before: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     print(f"{'tables':>6}  {'cut (s)':>9}  {'N single commits (s)':>21}  {'one single commit (s)':>22}  {'cut/one':>8}")
     with tempfile.TemporaryDirectory() as directory:

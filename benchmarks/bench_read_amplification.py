@@ -19,7 +19,7 @@ for keys drawn at random from the whole table, and from its newest 2 % (hot rows
 shape: their deletes fall in the last base file). Goal: scan after the refreshes <= 1.5x the
 compacted scan, per reader.
 
-Run: ``.venv/bin/python -m benchmarks.bench_read_amplification [--rows 10000000] [--repeats 3]``
+Run: ``.venv/bin/python -m benchmarks.bench_read_amplification [--rows 10000000] [--repeats 3] [--quick]``
 (default 2,000,000 rows; ``STREAMBED_BENCH_ROWS`` sets the default too).
 """
 
@@ -45,6 +45,7 @@ from airflow_provider_streambed.read import Cut, CutReader
 from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files
 from airflow_provider_streambed.testing.spark import local_spark_session
 from benchmarks.bench_changes_since import FILES, facts, median_seconds, sqlite_catalog
+from benchmarks.quick import parse_arguments
 from tests.integration.publish.helpers import stage, stage_delta
 
 FRACTIONS, GOAL = (0.0001, 0.001, 0.01), 1.5
@@ -112,7 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=int(os.environ.get("STREAMBED_BENCH_ROWS", 2_000_000)))
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"rows": 10_000, "repeats": 1})
     spark = local_spark_session("bench-read-amplification")
     with tempfile.TemporaryDirectory(prefix="bench-read-") as work:
         props, ledger = sqlite_catalog(work)

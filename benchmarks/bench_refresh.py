@@ -6,7 +6,7 @@
 
 The refresh of a large mirror after a few changes (merge-on-read) is in ``bench_merge_on_read``.
 
-Run: ``.venv/bin/python -m benchmarks.bench_refresh [--quick]``.
+Run: ``.venv/bin/python -m benchmarks.bench_refresh [--sizes 1 5 10] [--rows 10000] [--quick]``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Member, Mirror, SqlMember
 from airflow_provider_streambed.refresh import run_local_spark_submit, write_job_spec
 from airflow_provider_streambed.staging import JobSpec, TableCapture
+from benchmarks.quick import parse_arguments
 from tests.integration.refresh.jobs import capture_dir, stage_spec
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ def make_spec(warehouse: Path, group: RefreshGroup, run_key: str, rows: pa.Table
     directory.mkdir(parents=True, exist_ok=True)
     segment = directory / "segment-0000.parquet"
     pq.write_table(rows, segment)
-    capture = TableCapture("facts", "public.facts", COLUMNS, ("id",), (segment.as_uri(),), len(rows), True)
+    capture = TableCapture("facts", "public.facts", COLUMNS, ("id",), (segment.as_uri(),), len(rows))
     return stage_spec(warehouse, group, run_key, Lsn(watermark), [capture])
 
 
@@ -114,16 +115,15 @@ def bench_fixed_cost(warehouse: Path, row_counts: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes for a smoke run")
-    arguments = parser.parse_args()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 10], help="members per group")
+    parser.add_argument("--rows", type=int, default=10_000, help="mirror rows of the groups")
+    parser.add_argument("--row-counts", type=int, nargs="+", default=[1_000, 1_000_000],
+                        help="mirror rows of the one-mirror runs (per-run fixed cost)")
+    arguments = parse_arguments(parser, quick={"sizes": [2], "rows": 1_000, "row_counts": [1_000]})
     with tempfile.TemporaryDirectory(prefix="bench-refresh-") as directory:
         warehouse = Path(directory)
-        if arguments.quick:
-            bench_application_modes(warehouse, [1, 2], 1_000)
-            bench_fixed_cost(warehouse, [1_000, 20_000])
-        else:
-            bench_application_modes(warehouse, [1, 5, 10], 10_000)
-            bench_fixed_cost(warehouse, [1_000, 1_000_000])
+        bench_application_modes(warehouse, arguments.sizes, arguments.rows)
+        bench_fixed_cost(warehouse, arguments.row_counts)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Publish of an N-table cut through a REST catalog (SeaweedFS, S3) vs one single-table REST commit,
 and the upload rate of staged files into the S3 warehouse.
 
-Run: ``.venv/bin/python -m benchmarks.bench_rest_publish [--tables 20] [--repeats 3] [--upload-mb 64]``.
+Run: ``.venv/bin/python -m benchmarks.bench_rest_publish [--tables 20] [--repeats 3] [--upload-mb 64] [--quick]``.
 Prints figures measured side by side in one run against one throwaway ``weed mini`` (no timed
 assertions), with the CPU time the client (this process) and the server spent on each, and the
 least time that CPU allows on this machine's cores. Each cut replaces every member with one
@@ -34,6 +34,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.testing.seaweed import ThrowawaySeaweed
 from benchmarks.bench_publish import _frame, _pyiceberg_replace
+from benchmarks.quick import parse_arguments
 from tests.integration.publish.helpers import make_group, stage
 
 
@@ -126,7 +127,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--upload-mb", type=int, default=64)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"tables": 2, "repeats": 1, "upload_mb": 8})
     print(f"load average before: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as directory, ThrowawaySeaweed() as server:
         workdir = Path(directory)

@@ -1,6 +1,6 @@
 """Publish cost and storage after many cuts, with cut retention and without.
 
-Run: ``.venv/bin/python -m benchmarks.bench_retention [--cuts 1000] [--tables 20] [--keep-last 10]``.
+Run: ``.venv/bin/python -m benchmarks.bench_retention [--cuts 1000] [--tables 20] [--keep-last 10] [--quick]``.
 One group of ``--tables`` members is published ``--cuts`` times on a SQLite catalog and a local
 warehouse; each cut replaces half of the members with a staged 100-row Parquet file and carries
 the other half over (they alternate). With retention (``keep_last``, ``keep_newer_than=0``,
@@ -37,6 +37,7 @@ from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish import publish_cut
 from airflow_provider_streambed.retention.maintenance import apply_retention_after_publish
 from airflow_provider_streambed.retention.plan import publish_expiry
+from benchmarks.quick import parse_arguments
 from tests.integration.publish.helpers import make_group, stage
 
 WINDOW = 50
@@ -106,7 +107,7 @@ def main() -> None:
     parser.add_argument("--cuts", type=int, default=1000)
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--keep-last", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"cuts": 4, "tables": 2, "keep_last": 2})
     retention = CutRetention(args.keep_last, keep_newer_than=dt.timedelta(0), delete_files_after=dt.timedelta(0))
     base = make_group("bench", members=args.tables)
     print(f"load average before: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")

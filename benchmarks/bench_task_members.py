@@ -15,7 +15,7 @@ groups, deletes, inserts) and runs ``refresh_once`` of each group, timed (captur
 publish). Prints the median run of each and their ratio, beside the freshness the design asks
 for (DESIGN section 17: no JVM on the path of a run that needs none).
 
-Run: ``.venv/bin/python -m benchmarks.bench_task_members [--rows 200000] [--rounds 4]``.
+Run: ``.venv/bin/python -m benchmarks.bench_task_members [--rows 200000] [--rounds 4] [--quick]``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import psycopg
 from airflow_provider_streambed import Mirror, RefreshGroup, SqlMember
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
+from benchmarks.quick import parse_arguments
 
 AGGREGATES = "grp, COUNT(*) AS n, COUNT(v) AS counted, SUM(v) AS total, COUNT(k) AS nk, SUM(k) AS sk, AVG(k) AS mk"
 GROUPS = {
@@ -64,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=4)
-    arguments = parser.parse_args()
+    arguments = parse_arguments(parser, quick={"rows": 1_000, "rounds": 1})
     groups = {name: group_of(name, query) for name, query in GROUPS.items()}
     with ThrowawayCluster() as cluster, tempfile.TemporaryDirectory(prefix="bench-task-members-") as work:
         dsn = cluster.dsn(cluster.create_database())

@@ -9,7 +9,7 @@ capture step of ``refresh_once`` on the same group: on a quiet source, and after
 ``--transfers`` bank transfers (peeking the slot and decoding the backlog, which a poll never
 does). Prints figures and the goal beside them; no assertion on time.
 
-    .venv/bin/python benchmarks/bench_trigger_poll.py [--polls 500] [--transfers 1000] [--other-tables 1000]
+    .venv/bin/python -m benchmarks.bench_trigger_poll [--polls 500] [--transfers 1000] [--other-tables 1000] [--quick]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from airflow_provider_streambed.local import StepTimes, refresh_once
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster
 from airflow_provider_streambed.triggers.changes import DEFAULT_POLL_INTERVAL
+from benchmarks.quick import parse_arguments
 
 GROUP = RefreshGroup(name="bank_poll", source_conn_id="src", catalog_conn_id="cat", namespace="bank_poll",
                      members=(Mirror("public.accounts"), Mirror("public.transfers")))
@@ -84,7 +85,7 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=500)
     parser.add_argument("--transfers", type=int, default=1000)
     parser.add_argument("--other-tables", type=int, default=1000)
-    args = parser.parse_args()
+    args = parse_arguments(parser, quick={"polls": 20, "transfers": 10, "other_tables": 2})
     logging.basicConfig(level=logging.WARNING)
     with ThrowawayCluster() as cluster, tempfile.TemporaryDirectory() as directory:
         dsn = cluster.dsn(cluster.create_database())

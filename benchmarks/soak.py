@@ -20,7 +20,7 @@ checked: the bank invariant (:func:`~airflow_provider_streambed.examples.bank.cu
 transfer twice or never committed, and the last cut holds every journaled transfer. Printed:
 runs, faults by kind, cuts, lost and doubled transfers (goal 0 and 0).
 
-Run: ``.venv/bin/python -m benchmarks.soak [--runs 30]``; ``--runs 1000`` for a long soak. The
+Run: ``.venv/bin/python -m benchmarks.soak [--runs 30] [--quick]``; ``--runs 1000`` for a long soak. The
 test suite runs 15 runs with a seed that injects every kind of fault
 (``tests/integration/test_soak.py``).
 """
@@ -49,8 +49,9 @@ import psycopg
 from airflow_provider_streambed.examples.bank import Writer, cut_problems, load_bank
 from airflow_provider_streambed.local import refresh_once
 from airflow_provider_streambed.read import CutReader
-from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port
+from benchmarks.connect_server import REMOTE_HELP, connect_server
+from benchmarks.quick import parse_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 KILL_POINTS = ("extract", "before-publish", "publish-move", "slot-advance")
@@ -245,18 +246,12 @@ def main(argv: list[str] | None = None) -> SoakReport:
     parser.add_argument("--runs", type=int, default=30, help="runs of the group (default 30; 1000 for a long soak)")
     parser.add_argument("--fault-rate", type=float, default=1 / 3, help="share of runs with a fault (default 1/3)")
     parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument("--spark-remote", default=None, help="a running Spark Connect server (default: start one)")
-    arguments = parser.parse_args(argv)
+    parser.add_argument("--spark-remote", default=None, help=REMOTE_HELP)
+    arguments = parse_arguments(parser, quick={"runs": 2}, argv=argv)  # seed 15: a fault in the second
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="streambed-soak-") as directory:
-        work = Path(directory)
-        server = None if arguments.spark_remote else ConnectServer(port=free_port(), state_dir=work / "connect")
-        remote = arguments.spark_remote or server.start()  # type: ignore[union-attr]
-        try:
-            report = soak(arguments.runs, arguments.fault_rate, arguments.seed, remote, work)
-        finally:
-            if server is not None:
-                server.stop()
+    with tempfile.TemporaryDirectory(prefix="streambed-soak-") as directory, \
+            connect_server(arguments.spark_remote, Path(directory, "connect")) as remote:
+        report = soak(arguments.runs, arguments.fault_rate, arguments.seed, remote, Path(directory))
     print(f"## Soak: the bank group, {arguments.runs} runs under two writers, faults in about "
           f"{arguments.fault_rate:.0%} of them")
     for line in report.lines():
