@@ -1,9 +1,9 @@
 """The FastAPI app of the Streambed page, mounted by Airflow's api-server at ``/streambed``.
 
-It reads the ledgers of the catalogs named in ``[streambed] catalog_conn_ids`` (Airflow
-connection ids, comma-separated), else of every ``streambed_catalog`` connection in the metadata
-database. Every route needs a logged-in user who may read DAGs, as Airflow's own auth manager
-decides (``requires_access_dag``); without a token the answer is 401. The page never writes.
+It reads the ledgers of the catalog connections :mod:`.connections` finds. Every route needs a
+logged-in user who may read DAGs, as Airflow's own auth manager decides (``requires_access_dag``);
+without a token the answer is 401. An error is a page of its own, in the page's look. The page
+never writes.
 """
 
 from __future__ import annotations
@@ -11,46 +11,38 @@ from __future__ import annotations
 import logging
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.hooks.catalog import StreambedCatalogHook
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.read import snapshot_rows
-from airflow_provider_streambed.ui.page import CutRow, GroupSummary, render_group, render_index
+from airflow_provider_streambed.ui.connections import catalog_connections
+from airflow_provider_streambed.ui.page import CutRow, GroupSummary, render_error, render_group, render_index
 
 logger = logging.getLogger(__name__)
 
 #: The newest cuts a group's page shows.
 MAX_CUTS = 50
-CATALOG_CONNECTION_TYPE = "streambed_catalog"
 
 app = FastAPI(title="Streambed", docs_url=None, redoc_url=None, openapi_url=None)
 READ_DAGS = [Depends(requires_access_dag("GET"))]
 
 
-def catalog_conn_ids() -> list[str]:
-    """The catalog connections the page reads (see the module docstring)."""
-    from airflow.configuration import conf
-
-    configured = conf.get("streambed", "catalog_conn_ids", fallback="")
-    if names := [name.strip() for name in configured.split(",") if name.strip()]:
-        return names
-    from airflow.models import Connection
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        query = select(Connection.conn_id).where(Connection.conn_type == CATALOG_CONNECTION_TYPE)
-        return sorted(session.scalars(query).all())
+@app.exception_handler(HTTPException)
+def error_page(request: Request, error: HTTPException) -> HTMLResponse:
+    """An error (a group or connection not found, a user not logged in) as a page, not JSON."""
+    return HTMLResponse(render_error(error.status_code, str(error.detail)), status_code=error.status_code,
+                        headers=error.headers)
 
 
 @app.get("/", response_class=HTMLResponse, dependencies=READ_DAGS)
 def index() -> str:
     """Every group of every configured catalog, with its newest cut."""
     groups, problems = [], []
-    for conn_id in catalog_conn_ids():
+    connections = catalog_connections()
+    for conn_id in connections.conn_ids:
         try:
             _, ledger = StreambedCatalogHook(conn_id).get_catalog_and_ledger(create=False)
             for name in ledger.groups():
@@ -60,14 +52,14 @@ def index() -> str:
         except Exception as error:  # one unreachable catalog must not hide the others
             logger.warning("streambed page: catalog connection %s: %s", conn_id, error)
             problems.append(f"catalog connection {conn_id!r} cannot be read: {type(error).__name__}")
-    return render_index(groups, problems)
+    return render_index(groups, problems, connections.unlisted)
 
 
 @app.get("/groups/{conn_id}/{group}", response_class=HTMLResponse, dependencies=READ_DAGS)
 def group_page(conn_id: str, group: str, cut: int | None = None) -> str:
     """A group's last capture with its holdback figures, its newest cuts (rows per member, pins) and
     its freshness plot; ``cut`` is highlighted."""
-    if conn_id not in catalog_conn_ids():
+    if conn_id not in catalog_connections().conn_ids:
         raise HTTPException(status_code=404, detail=f"catalog connection {conn_id!r} is not shown here")
     catalog, ledger = StreambedCatalogHook(conn_id).get_catalog_and_ledger(create=False)
     records = ledger.list_cuts(group)[-MAX_CUTS:]

@@ -64,8 +64,9 @@ def page_url(conn_id: str, group: str, cut: int | None = None) -> str:
     return f"{URL_PREFIX}/{group_href(conn_id, group)}" + (f"?cut={cut}" if cut is not None else "")
 
 
-def render_index(groups: Sequence[GroupSummary], problems: Sequence[str] = ()) -> str:
-    """The list of groups, with their newest cut; ``problems`` (a connection that failed) are shown too."""
+def render_index(groups: Sequence[GroupSummary], problems: Sequence[str] = (), unlisted: str | None = None) -> str:
+    """The list of groups, with their newest cut; ``problems`` (a connection that failed) are shown
+    too, and ``unlisted``: why some catalog connections may be missing and how to list them."""
     rows = "".join(
         f"<tr><td><a href='{escape(group_href(g.conn_id, g.name))}'>{escape(g.name)}</a></td>"
         f"<td>{escape(g.conn_id)}</td><td class='num'>{g.last_cut if g.last_cut is not None else '-'}</td>"
@@ -75,7 +76,15 @@ def render_index(groups: Sequence[GroupSummary], problems: Sequence[str] = ()) -
     table = ("<table><tr><th>group</th><th>catalog connection</th><th>last cut</th><th>published at</th></tr>"
              f"{rows}</table>") if groups else "<p>No group has published a cut in the configured catalogs.</p>"
     notes = "".join(f"<p class='problem'>{escape(problem)}</p>" for problem in problems)
+    if unlisted:
+        notes += f"<p class='unlisted'>{escape(unlisted)}</p>"
     return _document("Streambed", f"<h1>Streambed groups</h1>{table}{notes}")
+
+
+def render_error(status: int, message: str) -> str:
+    """An error as a page of the Streambed page's look: the status, what went wrong, the way back."""
+    return _document(f"Streambed: {status}", f"<p><a href='{URL_PREFIX}/'>all groups</a></p>"
+                     f"<h1>{status}</h1><p class='problem'>{escape(message)}</p>")
 
 
 def render_group(

@@ -7,7 +7,14 @@ from dataclasses import replace
 
 from airflow_provider_streambed.ledger.runs import RunRecord, RunState
 from airflow_provider_streambed.lsn import Lsn
-from airflow_provider_streambed.ui.page import CutRow, GroupSummary, freshness_plot, render_group, render_index
+from airflow_provider_streambed.ui.page import (
+    CutRow,
+    GroupSummary,
+    freshness_plot,
+    render_error,
+    render_group,
+    render_index,
+)
 
 AT = dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC)
 
@@ -43,3 +50,17 @@ def test_the_last_capture_shows_its_holdback_figures() -> None:
     unknown = render_group("bank", "lake", [], replace(run, holdback=None))
     assert "<td>pinned</td><td>-</td><td>-</td>" in unknown
     assert "last-capture" not in render_group("bank", "lake", [])
+
+
+def test_what_the_page_cannot_list_is_named_with_the_setting_that_lists_it() -> None:
+    html = render_index([], unlisted="in the secrets backend <vault>: name them in [streambed] catalog_conn_ids")
+    assert "No group has published a cut" in html
+    assert "<p class='unlisted'>in the secrets backend &lt;vault&gt;: name them in [streambed] catalog_conn_ids" in html
+    assert "class='unlisted'" not in render_index([])
+
+
+def test_an_error_is_a_page_with_the_way_back() -> None:
+    html = render_error(404, "group 'b<a>nk' has no cut in 'lakehouse'")
+    assert html.startswith("<!doctype html>") and "<title>Streambed: 404</title>" in html
+    assert "<h1>404</h1><p class='problem'>group &#x27;b&lt;a&gt;nk&#x27; has no cut in" in html
+    assert "<a href='/streambed/'>all groups</a>" in html

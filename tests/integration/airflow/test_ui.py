@@ -91,6 +91,30 @@ def test_a_logged_in_user_sees_the_groups_and_their_cuts(
         assert client.get("/streambed/groups/other_catalog/bank").status_code == 404
 
 
+def test_without_a_setting_the_page_finds_the_catalog_connections_of_the_environment(
+    bank_connections: dict[str, str], api_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make live`` and Helm charts define connections as ``AIRFLOW_CONN_*`` variables: the page
+    lists their groups unless told otherwise, names a secrets backend it cannot list, and answers
+    an error with a page, not JSON."""
+    publish_bank_cuts(bank_connections, 1)
+    monkeypatch.delenv("AIRFLOW__STREAMBED__CATALOG_CONN_IDS")
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND", "airflow.secrets.local_filesystem.LocalFilesystemBackend")
+    with api_client as client:
+        login = client.post("/auth/token", json={"username": USER, "password": PASSWORD})
+        client.cookies.set("_token", login.json()["access_token"])
+
+        index = client.get("/streambed/")
+        assert index.status_code == 200 and "href='groups/lakehouse/bank'" in index.text
+        assert "secrets backend airflow.secrets.local_filesystem.LocalFilesystemBackend are not listed" in index.text
+        assert "AIRFLOW__STREAMBED__CATALOG_CONN_IDS" in index.text
+        assert client.get("/streambed/groups/lakehouse/bank").status_code == 200
+
+        missing = client.get("/streambed/groups/lakehouse/nothing")
+        assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+        assert "<h1>404</h1>" in missing.text and "group &#x27;nothing&#x27; has no cut" in missing.text
+
+
 @pytest.fixture
 def api_server(viewer: None, bank_connections: dict[str, str], tmp_path: Path) -> Iterator[str]:
     """``airflow api-server`` on a free port, with this test's Airflow home and connections; its URL."""
