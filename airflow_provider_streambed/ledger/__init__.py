@@ -4,7 +4,8 @@ The ledger lives in the Iceberg ``SqlCatalog``'s own database (an SQLite file or
 database), so a cut's ledger rows and the member tables' pointer updates can be written in one
 database transaction. :mod:`.schema` holds the tables, :mod:`.runs` the runs, :mod:`.claims`
 their serialisation per group, :mod:`.cuts` the published cuts, :mod:`.retention` their pins and
-expiry; :class:`Ledger` reads and writes runs and cuts.
+expiry; :class:`Ledger` reads and writes runs and cuts. Read and written by the worker's steps,
+the command line and the Streambed page; never by Spark.
 """
 
 from __future__ import annotations
