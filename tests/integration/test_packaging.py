@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import psycopg
@@ -81,3 +83,14 @@ def test_a_plain_install_refreshes_through_spark_connect(pg_dsn: str, sqlite_cat
     assert "SUBMIT: spark-submit is not installed here: install airflow-provider-streambed[spark-submit]" in ran.stdout
     assert "FIRST: 1" in ran.stdout and "CUT: 2 [1, 2, 3, 4, 5, 6]" in ran.stdout
     assert "IN-PROCESS: 3 [1, 2, 3, 4, 5, 7]" in ran.stdout  # a plain install merges mirrors without Spark
+
+
+def test_the_package_builds_without_deprecation_warnings(tmp_path: Path) -> None:
+    """The metadata stays buildable by setuptools past its deprecations (an SPDX ``license``)."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(REPO)],
+                           capture_output=True, text=True, check=True, timeout=600)
+    warnings = [line.strip() for line in (built.stdout + built.stderr).splitlines() if "eprecat" in line]
+    assert warnings == []
+    with zipfile.ZipFile(next(tmp_path.glob("airflow_provider_streambed-*.whl"))) as wheel:
+        metadata = wheel.read(next(name for name in wheel.namelist() if name.endswith(".dist-info/METADATA")))
+    assert "License-Expression: Apache-2.0" in metadata.decode().splitlines()
