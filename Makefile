@@ -4,12 +4,15 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Python lines beside $(PYTHON) on which `make test` runs the quick subset too (README's versions table).
+OTHER_PYTHONS ?= 3.12 3.13
+OTHER_VENVS := $(foreach version,$(OTHER_PYTHONS),.venv-$(version))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: install system-packages demo live test test-fast lint bench bench-quick
 
-install: system-packages $(VENV)/.installed
+install: system-packages $(VENV)/.installed $(OTHER_VENVS:=/.installed)
 
 # Debian's PostgreSQL server binaries (tests start throwaway clusters), a Java 17 runtime (Spark),
 # and Chromium with its driver (the Streambed page's browser test).
@@ -24,14 +27,26 @@ system-packages:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-$(VENV)/.installed: pyproject.toml
-	[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[spark-submit,test]'
+# $(call install_package,DIR,PYTHON): the package with its Spark and test extras in the virtualenv DIR.
+define install_package
+	[ -x $(1)/bin/python ] || $(2) -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	$(1)/bin/pip install -q -e '.[spark-submit,test]'
 	# pyspark-client (pulled by the spark provider) overwrites pyspark's files: put pyspark back.
-	$(BIN)/pip install -q --force-reinstall --no-deps pyspark==4.2.0
-	$(BIN)/spark-submit --version 2>&1 | grep -q 'version 4.2.0' || { echo "spark-submit is broken in $(VENV)"; exit 1; }
-	touch $@
+	$(1)/bin/pip install -q --force-reinstall --no-deps pyspark==4.2.0
+	$(1)/bin/spark-submit --version 2>&1 | grep -q 'version 4.2.0' || { echo "spark-submit is broken in $(1)"; exit 1; }
+	touch $(1)/.installed
+endef
+
+# An interpreter of Python $(1): on PATH, else pyenv's newest of that line.
+python_of = $(shell python$(1) -V >/dev/null 2>&1 && echo python$(1) || \
+	echo "$$(pyenv root 2>/dev/null)/versions/$$(pyenv latest $(1) 2>/dev/null)/bin/python$(1)")
+
+$(VENV)/.installed: pyproject.toml
+	$(call install_package,$(VENV),$(PYTHON))
+
+.venv-%/.installed: pyproject.toml
+	$(call install_package,.venv-$*,$(call python_of,$*))
 
 demo: install
 	$(BIN)/python scripts/demo.py
@@ -42,9 +57,17 @@ demo: install
 live: install
 	$(BIN)/python scripts/live.py --seconds $(or $(LIVE_SECONDS),300) $(if $(LIVE_DERIVED),--derived)
 
+# The whole suite on $(PYTHON), then the quick subset on each of $(OTHER_PYTHONS).
 test: install
 	$(BIN)/python -m pytest; status=$$?; \
-	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$status
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
+	[ $$status -eq 0 ] || exit $$status; \
+	for venv in $(OTHER_VENVS); do \
+	  echo "quick subset on $$($$venv/bin/python -V)"; \
+	  $$venv/bin/python -m pytest -q -m "not slow" -p no:cacheprovider; status=$$?; \
+	  if [ $$status -eq 5 ]; then echo "pytest collected no tests on $$venv: failing"; exit 1; fi; \
+	  [ $$status -eq 0 ] || exit $$status; \
+	done
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"; status=$$?; \
