@@ -210,9 +210,8 @@ def main() -> None:
             connect_mode(), ExitStack() as stack:
         work = Path(directory)
         if arguments.connect:
-            server = ConnectServer(port=free_port(), state_dir=work / "connect")
-            stack.callback(server.stop)
-            spark = SparkSession.builder.remote(server.start()).create()
+            remote = stack.enter_context(ConnectServer(port=free_port(), state_dir=work / "connect").running())
+            spark = SparkSession.builder.remote(remote).create()
             for key, value in REQUIRED_CONF.items():
                 spark.conf.set(key, value)
         else:

@@ -23,8 +23,5 @@ def connect_server(remote: str | None, state_dir: Path) -> Iterator[str]:
     if remote:
         yield remote
         return
-    server = ConnectServer(port=free_port(), state_dir=state_dir)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with ConnectServer(port=free_port(), state_dir=state_dir).running() as url:
+        yield url

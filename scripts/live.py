@@ -28,8 +28,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from demo import DEMO_DIR, REPO, run_logged
@@ -116,7 +115,7 @@ def run_live(cluster: ThrowawayCluster, port: int, example: Example, seconds: fl
     freshness = Freshness(writer, catalog, example.group)
     with ExitStack() as stack:
         if example is DERIVED:  # a server that stays up between runs: no run starts a JVM
-            url = stack.enter_context(connect_server())
+            url = stack.enter_context(ConnectServer(port=free_port(), state_dir=DEMO_DIR / "spark-connect").running())
             print(f"Spark Connect server: {url} (connection spark_connect)")
             env["AIRFLOW_CONN_SPARK_CONNECT"] = json.dumps(
                 {"conn_type": "spark_connect", "host": "localhost", "port": int(url.rsplit(":", 1)[1])})
@@ -144,16 +143,6 @@ def run_live(cluster: ThrowawayCluster, port: int, example: Example, seconds: fl
     print(f"writer stopped after {len(journal)} transfers; freshness: {freshness.summary()} "
           "(goal: within a minute; peers publish in 10-60 s)")
     return check(catalog, example.group, journal, freshness.last_cut)
-
-
-@contextmanager
-def connect_server() -> Iterator[str]:
-    """A Spark Connect server (``local[2]``) on a free port, logging under ``.demo/``; its URL."""
-    server = ConnectServer(port=free_port(), state_dir=DEMO_DIR / "spark-connect")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 def stay_quiet(api: Api, dag_id: str, freshness: Freshness, journal: set[int], seconds: float) -> None:

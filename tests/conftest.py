@@ -98,6 +98,5 @@ def catalog_uri(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def spark_connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Spark Connect server (``local[2]``) for the whole test session; yields its URL."""
-    server = ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect"))
-    yield server.start()
-    server.stop()
+    with ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect")).running() as url:
+        yield url

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +118,14 @@ class ConnectServer:
         self.stop()
         raise RefreshError(f"the Spark Connect server on port {self.port} did not listen within {timeout:.0f} s: "
                            f"{self._log_tail()}")
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[str]:
+        """The server started for a ``with`` block (its URL), and stopped when the block ends."""
+        try:
+            yield self.start()
+        finally:
+            self.stop()
 
     def stop(self, timeout: float = 30) -> bool:
         """Stop the server (its whole process group; a server this process started is reaped, not left a
