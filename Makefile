@@ -12,16 +12,19 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: install system-packages demo live test test-fast lint bench bench-quick
 
-install: system-packages $(VENV)/.installed $(OTHER_VENVS:=/.installed)
+install: system-packages $(VENV)/.installed $(OTHER_VENVS:=/.installed) .jars/.installed
 
 # Debian's PostgreSQL server binaries (tests start throwaway clusters), a Java 17 runtime (Spark),
-# and Chromium with its driver (the Streambed page's browser test).
+# Maven (the Java parts below), Chromium with its driver (the Streambed page's browser test), and
+# iproute2 (the cluster tests put Spark workers in network namespaces).
 system-packages:
 	@missing=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	[ -x /usr/bin/chromedriver ] || missing="$$missing chromium-driver"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -47,6 +50,13 @@ $(VENV)/.installed: pyproject.toml
 
 .venv-%/.installed: pyproject.toml
 	$(call install_package,.venv-$*,$(call python_of,$*))
+
+# The Java parts a real cluster has, for the tests (S3A, Iceberg's Spark runtime, Nessie): versions
+# pinned in java/pom.xml, copied into .jars/<folder>/ (airflow_provider_streambed.testing.jars).
+.jars/.installed: java/pom.xml
+	rm -rf .jars  # a version changed: no jar of the old one stays beside the new
+	mvn -q -B -f java/pom.xml generate-resources
+	touch $@
 
 demo: install
 	$(BIN)/python scripts/demo.py
