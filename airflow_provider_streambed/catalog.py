@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import ConfigurationError
 from airflow_provider_streambed.ledger import Ledger
 
@@ -43,10 +44,22 @@ def open_catalog(properties: Mapping[str, str]) -> Catalog:
         if not props.get(required):
             raise ConfigurationError(f"catalog {name!r}: property {required!r} is required")
     if catalog_type == "sql":
-        return SqlCatalog(name, **props)
-    from pyiceberg.catalog import load_catalog
+        catalog: Catalog = SqlCatalog(name, **props)
+    else:
+        from pyiceberg.catalog import load_catalog
 
-    return load_catalog(name, type=catalog_type, **props)
+        catalog = load_catalog(name, type=catalog_type, **props)
+    configure_storage(catalog)
+    return catalog
+
+
+def configure_storage(catalog: Catalog) -> None:
+    """Configure the object stores of the catalog's warehouse and staging locations from its
+    properties (:func:`airflow_provider_streambed.storage.configure`), so that every file of its
+    runs is reached with them."""
+    for location in (catalog.properties.get("warehouse"), catalog.properties.get(STAGING_URI_PROPERTY)):
+        if location:
+            storage.configure(str(location), catalog.properties)
 
 
 def warehouse_of(catalog: Catalog) -> str:
@@ -57,9 +70,10 @@ def warehouse_of(catalog: Catalog) -> str:
 def staging_of(catalog: Catalog) -> str:
     """Where runs stage their files: the ``streambed.staging-uri`` property, else the warehouse.
 
-    A catalog whose warehouse Spark cannot write (an object store without Spark's S3 support, or
-    a REST catalog's warehouse name) names a staging location that capture, Spark and publish all
-    reach, such as a shared directory; publish uploads the staged files into the member tables.
+    A REST catalog (whose warehouse is a name) names a staging location that capture, Spark and
+    publish all reach: a bucket of the object store (Spark reads and writes it with its S3
+    connector, publish copies the staged files into the member tables within the store), or a
+    shared directory for a Spark without an object-store connector.
 
     Raises:
         ConfigurationError: a catalog other than a SQL catalog has no ``streambed.staging-uri``.

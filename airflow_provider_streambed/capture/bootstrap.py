@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
-from pyarrow import fs
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.capture.bootstrap_marker import BootstrapCopy, read_marker, write_marker
 from airflow_provider_streambed.capture.copy import (
     COPY_PREFIX,
@@ -169,7 +169,7 @@ def _kept(outputs: list[RangeOutput]) -> list[RangeOutput]:
     for output in outputs:
         if output not in kept:
             for uri in output.files:
-                filesystem, path = fs.FileSystem.from_uri(uri)
+                filesystem, path = storage.filesystem(uri)
                 filesystem.delete_file(path)
     return kept
 

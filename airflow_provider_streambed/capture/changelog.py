@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow import fs
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.capture.pgoutput import UNCHANGED_TOAST, Column, Value
 from airflow_provider_streambed.capture.typemap import PgType
 from airflow_provider_streambed.staging import COMMIT_LSN, OP, OP_INSERT, SEQ, TOAST_MARKER_PREFIX, XID, join
@@ -131,7 +131,7 @@ class TableLog:
     def _writer_for(self, schema: pa.Schema) -> pq.ParquetWriter:
         if self._writer is None:
             uri = join(self.directory, f"{CHANGES_PREFIX}-{len(self.files):05d}.parquet")
-            filesystem, path = fs.FileSystem.from_uri(uri)
+            filesystem, path = storage.filesystem(uri)
             filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
             self._writer = pq.ParquetWriter(path, schema, filesystem=filesystem)
             self.files.append(uri)

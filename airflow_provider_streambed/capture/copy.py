@@ -33,8 +33,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from psycopg import sql
-from pyarrow import fs
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.capture.extract import DECODING_SETTINGS
 from airflow_provider_streambed.capture.names import quoted_table
 from airflow_provider_streambed.capture.source import SourceTable
@@ -175,7 +175,7 @@ class _RangeWriter:
     def _open(self) -> None:
         self.close()
         uri = join(self._directory, f"{COPY_PREFIX}-{self._index:03d}-{len(self.files):03d}.parquet")
-        filesystem, path = fs.FileSystem.from_uri(uri)
+        filesystem, path = storage.filesystem(uri)
         filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
         self._writer = pq.ParquetWriter(path, self._schema, filesystem=filesystem,
                                         dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES)
@@ -194,7 +194,7 @@ class _RangeWriter:
         self.close()
         sizes = 0
         for uri in self.files:
-            filesystem, path = fs.FileSystem.from_uri(uri)
+            filesystem, path = storage.filesystem(uri)
             sizes += filesystem.get_file_info(path).size or 0
         return tuple(self.files), sizes
 

@@ -38,14 +38,13 @@ from airflow_provider_streambed.catalog import (
 )
 from airflow_provider_streambed.exceptions import ConnectionConfigError
 from airflow_provider_streambed.ledger import Ledger
+from airflow_provider_streambed.storage import SECRET_WORDS
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_DRIVER = "postgresql+psycopg"
 #: The apache-iceberg provider's connection type (a REST catalog).
 ICEBERG_CONNECTION_TYPE = "iceberg"
-#: Property names holding these are masked in logs (secret keys, session and OAuth tokens, SAS...).
-SECRET_WORDS = ("secret", "token", "credential", "password", "sas")
 
 
 class StreambedCatalogHook(BaseHook):

@@ -26,6 +26,7 @@ from typing import Any
 from pyarrow import fs
 from pyiceberg.catalog.sql import SqlCatalog
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.ledger import Ledger
 from airflow_provider_streambed.publish.iceberg.pointers import current_pointers
 from airflow_provider_streambed.publish.members import MemberPlan
@@ -128,7 +129,7 @@ class Attempt:
         deleted = 0
         for table in self.tables.values():
             metadata_dir = str(table["metadata_dir"])
-            filesystem, path = fs.FileSystem.from_uri(metadata_dir)
+            filesystem, path = storage.filesystem(metadata_dir)
             selector = fs.FileSelector(path, allow_not_found=True)
             for info in filesystem.get_file_info(selector):
                 if self.attempt_id in info.base_name or f"{metadata_dir}/{info.base_name}" == table["new"]:
@@ -139,7 +140,7 @@ class Attempt:
 
     def forget(self, warehouse: str) -> None:
         """Delete this attempt's record."""
-        filesystem, path = fs.FileSystem.from_uri(self.uri(warehouse))
+        filesystem, path = storage.filesystem(self.uri(warehouse))
         with contextlib.suppress(FileNotFoundError):  # absent, or a concurrent sweep deleted it first
             filesystem.delete_file(path)
 
@@ -194,7 +195,7 @@ def sweep_attempts(catalog: SqlCatalog, ledger: Ledger, warehouse: str, group: s
         The number of orphaned metadata files deleted.
     """
     directory = join(group_staging_dir(warehouse, group), ATTEMPTS_DIR)
-    filesystem, path = fs.FileSystem.from_uri(directory)
+    filesystem, path = storage.filesystem(directory)
     deleted = 0
     for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True)):
         if not info.base_name.endswith(".json"):

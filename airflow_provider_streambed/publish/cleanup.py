@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from pyarrow import fs
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.ledger import Ledger, RunRecord, RunState
 from airflow_provider_streambed.publish.staged import run_data_dir
 from airflow_provider_streambed.staging import delete_dir, group_staging_dir, join, staging_root
@@ -55,7 +56,7 @@ def clean_staging(
     """
     cleaned = int(delete_dir(staging_root(warehouse, group, run_key)))
     directory = group_staging_dir(warehouse, group)
-    filesystem, path = fs.FileSystem.from_uri(directory)
+    filesystem, path = storage.filesystem(directory)
     staged = [
         info
         for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True))

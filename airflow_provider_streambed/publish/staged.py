@@ -97,7 +97,7 @@ def move_staged_files(plan: MemberPlan, manifest: MemberManifest, run_key: str) 
         source_fs, source_path = storage.filesystem(source, properties)
         target_fs, target_path = storage.filesystem(target, properties)
         if source_fs.get_file_info(source_path).type != fs.FileType.NotFound:
-            if storage.scheme_of(target) in storage.LOCAL_SCHEMES:  # object stores have no directories to make
+            if storage.is_local(target):  # object stores have no directories to make
                 target_fs.create_dir(target_path.rsplit("/", 1)[0], recursive=True)
             if write is not None:
                 write(source, target)
@@ -139,7 +139,7 @@ def relocate_deletes(
     table = table.set_column(table.schema.get_field_index(DELETE_FILE_PATH),
                              table.schema.field(DELETE_FILE_PATH), relocated)
     target_fs, target_path = storage.filesystem(target, properties)
-    if storage.scheme_of(target) not in storage.LOCAL_SCHEMES:
+    if not storage.is_local(target):
         with target_fs.open_output_stream(target_path) as stream:
             pq.write_table(table, stream)
         return

@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Mapping
 
 import pyarrow.parquet as pq
-from pyarrow import fs
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -98,7 +97,7 @@ class SnapshotScan:
         self._data, self._deletes = files.readable()  # local copies of files Spark cannot reach
         # Where Spark reads the files in place on an object store, their sizes and the deletes'
         # file names are not read from here (no credentials): every file is probed, found by name.
-        self._local = all(storage.scheme_of(uri) in storage.LOCAL_SCHEMES for uri in (*self._data, *self._deletes))
+        self._local = all(storage.is_local(uri) for uri in (*self._data, *self._deletes))
         self._sizes = _sizes(self._data) if files.deletes and self._local else None
         self._probed = (_named_files(self._deletes) if self._local else set(self._names)) & set(self._names)
         self._columns = columns
@@ -178,7 +177,7 @@ def _named_files(deletes: tuple[str, ...]) -> set[str]:
     """The names of the files position-delete files name (read from their ``file_path`` dictionaries)."""
     names: set[str] = set()
     for uri in deletes:
-        filesystem, path = fs.FileSystem.from_uri(uri)
+        filesystem, path = storage.filesystem(uri)
         with filesystem.open_input_file(path) as source:
             column = pq.read_table(source, columns=[DELETE_FILE_PATH], read_dictionary=[DELETE_FILE_PATH]).column(0)
         names.update(named.rsplit("/", 1)[-1] for chunk in column.chunks for named in chunk.dictionary.to_pylist())
@@ -187,8 +186,8 @@ def _named_files(deletes: tuple[str, ...]) -> set[str]:
 
 def _sizes(uris: tuple[str, ...]) -> tuple[int, ...]:
     """The sizes in bytes of files (one metadata request per file)."""
-    filesystem, _ = fs.FileSystem.from_uri(uris[0])
-    return tuple(info.size or 0 for info in filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris]))
+    filesystem, _ = storage.filesystem(uris[0])
+    return tuple(info.size or 0 for info in filesystem.get_file_info([storage.filesystem(uri)[1] for uri in uris]))
 
 
 def read_as(reader: DataFrameReader, columns: FileColumns | None, extra: StructType | None = None) -> DataFrameReader:

@@ -44,6 +44,7 @@ from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import warehouse_of
 from airflow_provider_streambed.ledger import CutMember, Ledger
 from airflow_provider_streambed.ledger.schema import now as utc_now
@@ -188,7 +189,7 @@ def _under(path: str, locations: Iterable[str]) -> bool:
 def _listing(location: str) -> list[tuple[fs.FileSystem, fs.FileInfo]]:
     """The collectable files under ``location``'s ``data/`` and ``metadata/`` directories, and the
     run directories ``data/<run key>`` (none on object stores)."""
-    filesystem, base = fs.FileSystem.from_uri(location)
+    filesystem, base = storage.filesystem(location)
     found = []
     for directory in ("data", "metadata"):
         selector = fs.FileSelector(f"{base}/{directory}", allow_not_found=True, recursive=True)
@@ -201,7 +202,7 @@ def _listing(location: str) -> list[tuple[fs.FileSystem, fs.FileInfo]]:
 def _open_attempts(warehouse: str, group: str) -> list[Attempt]:
     """The group's recorded publish and expiry attempts (each may still commit until swept)."""
     directory = join(group_staging_dir(warehouse, group), ATTEMPTS_DIR)
-    filesystem, path = fs.FileSystem.from_uri(directory)
+    filesystem, path = storage.filesystem(directory)
     attempts = []
     for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True)):
         if not info.base_name.endswith(".json"):

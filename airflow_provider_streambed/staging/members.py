@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.exceptions import RefreshError
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS
@@ -120,8 +121,8 @@ def _file_infos(uris: tuple[str, ...]) -> dict[str, fs.FileInfo]:
     """What the file system says of each of ``uris`` (one call; all on the file system of the first)."""
     if not uris:
         return {}
-    filesystem = fs.FileSystem.from_uri(uris[0])[0]
-    infos = filesystem.get_file_info([fs.FileSystem.from_uri(uri)[1] for uri in uris])
+    filesystem = storage.filesystem(uris[0])[0]
+    infos = filesystem.get_file_info([storage.filesystem(uri)[1] for uri in uris])
     return dict(zip(uris, infos, strict=True))
 
 
@@ -135,7 +136,7 @@ def _missing(infos: dict[str, fs.FileInfo]) -> str | None:
 
 def discard_member_output(root: str, member: str) -> None:
     """Remove a member's staged manifest, so that the refresh computes its output again."""
-    filesystem, path = fs.FileSystem.from_uri(member_manifest_uri(root, member))
+    filesystem, path = storage.filesystem(member_manifest_uri(root, member))
     if filesystem.get_file_info(path).type != fs.FileType.NotFound:
         filesystem.delete_file(path)
 
@@ -230,7 +231,7 @@ def _overwrite(frame: DataFrame | pa.Table, directory_uri: str) -> None:
         frame.write.mode("overwrite").parquet(directory_uri)
         return
     delete_dir(directory_uri)
-    filesystem, path = fs.FileSystem.from_uri(directory_uri)
+    filesystem, path = storage.filesystem(directory_uri)
     filesystem.create_dir(path)
     pq.write_table(frame, f"{path}/part-{uuid.uuid4()}.parquet", filesystem=filesystem)
 
@@ -238,7 +239,7 @@ def _overwrite(frame: DataFrame | pa.Table, directory_uri: str) -> None:
 def _list_parquet(directory_uri: str, keep_empty: bool) -> tuple[tuple[str, ...], int]:
     """The Parquet data files in ``directory_uri`` (as URIs; without rows only if ``keep_empty``)
     and their total row count."""
-    filesystem, path = fs.FileSystem.from_uri(directory_uri)
+    filesystem, path = storage.filesystem(directory_uri)
     infos = filesystem.get_file_info(fs.FileSelector(path))
     names = sorted(
         info.base_name
@@ -254,7 +255,7 @@ def row_count(uris: tuple[str, ...]) -> int:
     """Rows over the Parquet files ``uris`` (read from their footers)."""
     total = 0
     for uri in uris:
-        filesystem, path = fs.FileSystem.from_uri(uri)
+        filesystem, path = storage.filesystem(uri)
         with filesystem.open_input_file(path) as stream:
             total += pq.ParquetFile(stream).metadata.num_rows
     return total

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections.abc import Mapping
@@ -71,7 +72,7 @@ def publishing_marker_uri(root: str) -> str:
 
 def delete_files(directory: str, prefix: str) -> None:
     """Delete the files under ``directory`` (at any depth) whose names start with ``prefix``."""
-    filesystem, path = fs.FileSystem.from_uri(directory)
+    filesystem, path = storage.filesystem(directory)
     for info in filesystem.get_file_info(fs.FileSelector(path, allow_not_found=True, recursive=True)):
         if info.type == fs.FileType.File and info.base_name.startswith(prefix):
             filesystem.delete_file(info.path)
@@ -83,5 +84,10 @@ def delete_dir(uri: str, properties: Mapping[str, str] | None = None) -> bool:
     filesystem, path = storage.filesystem(uri, properties)
     if filesystem.get_file_info(path).type == fs.FileType.NotFound:
         return False
-    filesystem.delete_dir(path)
+    if storage.is_local(uri):
+        filesystem.delete_dir(path)
+        return True
+    filesystem.delete_dir_contents(path, missing_dir_ok=True)
+    with contextlib.suppress(FileNotFoundError):  # an object store's directory may be implied by its keys alone
+        filesystem.delete_dir(path)
     return True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from pyarrow import fs
@@ -36,7 +35,5 @@ def test_a_record_deleted_between_look_up_and_read_is_none(tmp_path: Path, monke
         def open_input_stream(self, target: str) -> fs.NativeFile:
             return local.open_input_stream(target)
 
-    racing = SimpleNamespace(FileType=fs.FileType,
-                             FileSystem=SimpleNamespace(from_uri=lambda _: (DeletedAfterLookUp(), path)))
-    monkeypatch.setattr(json_io, "fs", racing)
+    monkeypatch.setattr(json_io.storage, "filesystem", lambda _: (DeletedAfterLookUp(), path))
     assert read_json(uri) is None
