@@ -145,18 +145,32 @@ class RefreshGroupOperator(StreambedBaseOperator):
         run_on_connect(spec, url, members, connection=self.spark_conn_id, settings=self.conf)
 
     def submit_hook(self, spec: JobSpec, spec_uri: str, members: Sequence[str]) -> SparkSubmitHook:
-        """The ``SparkSubmitHook`` of one application: the job spec's URI (and members) as its only arguments."""
+        """The ``SparkSubmitHook`` of one application: the job spec's URI (and members) as its only arguments.
+
+        A driver that runs here (client mode, not YARN or Kubernetes) gets the object store's
+        credentials of the catalog connection in its environment (the hook passes ``env_vars`` to
+        the spark-submit process there); elsewhere the hook would turn them into ``--conf``
+        arguments, so the cluster provides them (an instance role, its own environment).
+        """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+        from airflow_provider_streambed import storage
         from airflow_provider_streambed.refresh import job_arguments
 
-        return SparkSubmitHook(
-            conn_id=self.spark_conn_id,
-            conf=self.conf,
-            name=f"streambed-{self.group.name}-cut-{spec.cut_number}" + (f"-{members[0]}" if members else ""),
-            application_args=job_arguments(spec_uri, members),
-            **self.hook_options,
-        )
+        def hook(env_vars: dict[str, str] | None) -> SparkSubmitHook:
+            return SparkSubmitHook(
+                conn_id=self.spark_conn_id,
+                conf=self.conf,
+                name=f"streambed-{self.group.name}-cut-{spec.cut_number}" + (f"-{members[0]}" if members else ""),
+                application_args=job_arguments(spec_uri, members),
+                **{**self.hook_options, "env_vars": env_vars},
+            )
+
+        submit = hook(self.hook_options["env_vars"])
+        credentials = storage.credential_environment(spec_uri)
+        if not credentials or not driver_runs_here(submit):
+            return submit
+        return hook({**credentials, **(self.hook_options["env_vars"] or {})})
 
     def spark_launcher(self) -> steps.Launcher:
         """Computes members on the Spark connection: on its Spark Connect server, else with spark-submit.
@@ -212,6 +226,16 @@ def submit_master(hook: SparkSubmitHook) -> str:
     not worth copying. Tested against the installed provider in ``tests/unit/operators``.
     """
     return str(hook._connection["master"])
+
+
+def driver_runs_here(hook: SparkSubmitHook) -> bool:
+    """Whether the driver of ``hook``'s application runs in the spark-submit process here (client
+    mode on a local or standalone master), where ``env_vars`` stay in that process's environment.
+
+    Private API, fenced with :func:`submit_master`: ``SparkSubmitHook._connection["deploy_mode"]``.
+    """
+    master = submit_master(hook)
+    return hook._connection["deploy_mode"] != "cluster" and not master.startswith(("yarn", "k8s"))
 
 
 def derived_inputs(catalog: Catalog, ledger: Ledger, group: RefreshGroup, spec: JobSpec) -> OperatorLineage:

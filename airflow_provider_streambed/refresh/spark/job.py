@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
@@ -42,7 +43,8 @@ from airflow_provider_streambed.refresh.plan.settings import switched_on
 from airflow_provider_streambed.refresh.plan.spec import check_spec, read_captures
 from airflow_provider_streambed.refresh.plan.work import definition_digest, fit_manifest
 from airflow_provider_streambed.refresh.spark.checks import failed_final_check
-from airflow_provider_streambed.refresh.spark.session import build_session, quiet_py4j, share_session
+from airflow_provider_streambed.refresh.spark.object_store import STORE_OPTION, parse_store
+from airflow_provider_streambed.refresh.spark.session import build_session, quiet_py4j, share_session, use_object_store
 from airflow_provider_streambed.staging import (
     JobSpec,
     MemberManifest,
@@ -73,6 +75,8 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     """
     group = RefreshGroup.from_dict(spec.group)
     check_spec(spec, group)
+    if _reads_s3(spec):
+        use_object_store(spark, storage.public_properties(storage.configured_properties(spec.staging_root)))
     requested = {name.lower() for name in (members or spec.computed_members())}
     carried = {name.lower() for name in spec.carried}
     ordered = [
@@ -182,6 +186,12 @@ def _resynced_source(group: RefreshGroup, member: Member, staged: dict[str, Memb
     return ""
 
 
+def _reads_s3(spec: JobSpec) -> bool:
+    """Whether the job reads or writes ``s3://`` URIs (its staging, or the previous cut's files)."""
+    previous = (uri for files in (*spec.previous_files.values(), *spec.previous_deletes.values()) for uri in files)
+    return any(storage.scheme_of(uri) == "s3" for uri in (spec.staging_root, *previous))
+
+
 def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
     """The mirror's merge: in this process when it can be (:mod:`.duckdb_merge`, unless the
     session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
@@ -190,13 +200,16 @@ def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirro
 
 
 def main(argv: Sequence[str]) -> int:
-    """Entry point: ``<spec URI> [--members a,b]``; returns the process exit code."""
+    """Entry point: ``<spec URI> [--members a,b] [--store key=value ...]``; returns the process exit code."""
     parser = argparse.ArgumentParser(prog="streambed-refresh", description=__doc__)
     parser.add_argument("spec_uri", help="URI of the job spec (JSON)")
     parser.add_argument("--members", default="", help="comma-separated members to compute (default: all)")
+    parser.add_argument(STORE_OPTION, action="append", default=[], dest="store",
+                        help="an object-store property of the staging location (key=value; never a secret)")
     arguments = parser.parse_args(list(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     quiet_py4j()
+    storage.configure(arguments.spec_uri.rsplit("/", 1)[0], parse_store(arguments.store))
     try:
         data = read_json(arguments.spec_uri)
         if data is None:

@@ -6,10 +6,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed.read.spark_snapshot import TIME_TYPE_CONF
+from airflow_provider_streambed.refresh.spark.object_store import CONNECTOR_CONF, S3A, s3a_settings, unset_settings
+
+logger = logging.getLogger(__name__)
 
 #: Settings the job needs whatever the user's Spark configuration says.
 REQUIRED_CONF = {
@@ -48,3 +52,22 @@ def build_session(app_name: str) -> SparkSession:
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def use_object_store(spark: SparkSession, properties: Mapping[str, str]) -> None:
+    """Let ``spark`` read and write ``s3://`` URIs of the store ``properties`` describe (public
+    object-store properties): the S3A settings of :mod:`.object_store` that the user's Spark
+    configuration does not hold, set on the session (each query's Hadoop configuration is built
+    from it: under spark-submit and on a Spark Connect server alike).
+
+    Raises:
+        ConfigurationError: ``spark.streambed.s3.connector`` is neither ``s3a`` nor ``native`` (final).
+    """
+    connector = spark.conf.get(CONNECTOR_CONF, S3A) or S3A
+    settings = s3a_settings(properties, connector)
+    configured = {name: spark.conf.get(name, None) for key in settings for name in (key, f"spark.hadoop.{key}")}
+    chosen = unset_settings(settings, configured)
+    for key, value in chosen.items():
+        spark.conf.set(key, value)
+    logger.info("object store: s3:// through %s (%s set here: %s; the rest from the Spark configuration)",
+                "S3A" if connector == S3A else "the platform's connector", len(chosen), ", ".join(sorted(chosen)))

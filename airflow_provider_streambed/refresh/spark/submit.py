@@ -15,9 +15,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.dependencies import check_spark_reachable
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError
 from airflow_provider_streambed.refresh.spark.connect_variables import CONNECT_VARIABLES
+from airflow_provider_streambed.refresh.spark.object_store import store_arguments
 from airflow_provider_streambed.staging.members import ERROR_MARKER, FINAL_ERROR_MARKER
 
 logger = logging.getLogger(__name__)
@@ -37,11 +39,13 @@ def job_application() -> str:
 
 
 def job_arguments(spec_uri: str, members: Sequence[str] = ()) -> list[str]:
-    """The application arguments: the spec URI, and ``--members`` for one application per member."""
+    """The application arguments: the spec URI, ``--members`` for one application per member, and
+    the public properties of the object store the spec is on (``--store``: endpoint, region; never
+    a key), which the job needs to read its spec."""
     arguments = [spec_uri]
     if members:
         arguments += ["--members", ",".join(members)]
-    return arguments
+    return arguments + store_arguments(storage.public_properties(storage.configured_properties(spec_uri)))
 
 
 def spark_submit_executable() -> str:
@@ -73,7 +77,8 @@ def spark_submit_command(
 def run_local_spark_submit(
     spec_uri: str, master: str = "local[2]", conf: Mapping[str, str] | None = None, members: Sequence[str] = ()
 ) -> None:
-    """Run the job with spark-submit in a subprocess, the driver using this Python and import path.
+    """Run the job with spark-submit in a subprocess, the driver using this Python and import path
+    and, in its environment, the credentials of the object store the spec is on.
 
     Raises:
         SparkUnavailableError: a ``spark://`` master cannot be reached (nothing was submitted).
@@ -89,6 +94,7 @@ def run_local_spark_submit(
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONPATH": os.pathsep.join(path or os.getcwd() for path in sys.path),
         "PATH": os.pathsep.join([os.environ.get("PATH", ""), bin_dir]),
+        **storage.credential_environment(spec_uri),  # the driver's S3A and pyarrow read them; never argv
     }
     logger.info("spark-submit master=%s spec=%s members=%s", master, spec_uri, ",".join(members) or "all")
     completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)

@@ -78,3 +78,31 @@ def test_bad_compact_modes_and_unknown_members_are_refused_at_parse_time() -> No
         RefreshGroupOperator(task_id="r", group=GROUP, compact="sometimes")
     with pytest.raises(DeclarationError, match=r"task 'r': members \['ledger'\] are not in group"):
         RefreshGroupOperator(task_id="r", group=GROUP, members=["ledger"])
+
+
+@pytest.mark.parametrize(
+    ("connection", "in_environment"),
+    [({"conn_type": "spark", "host": "spark://master", "port": 7077, "extra": {"deploy-mode": "client"}}, True),
+     ({"conn_type": "spark", "host": "local[2]"}, True),
+     ({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "client"}}, False),
+     ({"conn_type": "spark", "host": "spark://master", "port": 7077, "extra": {"deploy-mode": "cluster"}}, False)],
+)
+def test_the_object_stores_credentials_reach_only_a_driver_that_runs_here_and_never_the_command(
+    monkeypatch: pytest.MonkeyPatch, connection: dict[str, object], in_environment: bool
+) -> None:
+    from airflow_provider_streambed import storage
+
+    monkeypatch.setattr(storage, "_configured", {})
+    storage.configure("s3://lake", {"s3.endpoint": "http://store:8333", "s3.region": "r1",
+                                    "s3.access-key-id": "AKIA-TEST", "s3.secret-access-key": "shh-secret"})
+    monkeypatch.setenv("AIRFLOW_CONN_MY_SPARK", json.dumps(connection))
+    standalone_cluster = connection["host"] == "spark://master" and not in_environment
+    task = RefreshGroupOperator(task_id="r", group=GROUP, spark_conn_id="my_spark",  # the hook refuses env_vars
+                                env_vars=None if standalone_cluster else {"TZ": "UTC"})  # in standalone-cluster mode
+    hook = task.submit_hook(SPEC, SPEC_URI, ())
+    command = " ".join(hook._build_spark_submit_command(job_application()))
+    assert "--store s3.endpoint=http://store:8333 --store s3.region=r1" in command
+    assert "AKIA-TEST" not in command and "shh-secret" not in command
+    environment = hook._env or {}
+    assert ("shh-secret" in environment.values()) is in_environment
+    assert environment.get("AWS_ACCESS_KEY_ID") == ("AKIA-TEST" if in_environment else None)
