@@ -1,8 +1,10 @@
-"""Local copies of member files that Spark cannot read where they are.
+"""Local copies of member files, the fallback for a Spark without an object-store connector.
 
-Spark in this repository reads local paths only (no S3 connector offline). When a group stages on
-a local disk and its member tables live on an object store, the refresh step copies the files of
-the previous cut that the Spark job reads into ``<staging>/_streambed/<group>/_inputs/<member>/``,
+A group that stages on the object store has Spark read the previous cut in place (through S3A,
+:mod:`airflow_provider_streambed.refresh.spark.object_store`): nothing is copied. A group that
+stages on a local or shared disk while its member tables live on an object store says its Spark
+reads local paths only; the refresh step then copies the files of the previous cut that the
+Spark job reads into ``<staging>/_streambed/<group>/_inputs/<member>/``,
 under their own names (a member's file names are unique). The copies stay between runs: a run
 fetches only the files that are new since the last one and deletes the copies no snapshot it
 reads names any more, so a merge-on-read mirror downloads what changed, not the table. Each copy
@@ -37,7 +39,7 @@ COPY_THREADS = 8
 def needs_copies(staging: str, uri: str) -> bool:
     """Whether Spark, staging at ``staging``, reads ``uri`` from a local copy: staging is local and
     the file is not. (A staging location on an object store means a Spark that reads it in place.)"""
-    return storage.scheme_of(staging) in storage.LOCAL_SCHEMES and storage.scheme_of(uri) not in storage.LOCAL_SCHEMES
+    return storage.is_local(staging) and not storage.is_local(uri)
 
 
 def local_copies(
@@ -73,7 +75,9 @@ def local_copies(
         with ThreadPoolExecutor(max_workers=min(COPY_THREADS, len(fetch))) as pool:
             list(pool.map(lambda pair: _fetch(pair[0], pair[1], properties), fetch))
     if copies:
-        logger.info("group=%s: %d input files copied for Spark, %d of them fetched now", group, len(copies), len(fetch))
+        logger.info("group=%s: Spark reads local copies of %d input files, %d of them fetched now (the fallback for "
+                    "a Spark without an object-store connector: staging is on a local disk, the tables are not; "
+                    "stage on the object store to read them in place)", group, len(copies), len(fetch))
     return copies
 
 

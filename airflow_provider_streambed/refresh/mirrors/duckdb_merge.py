@@ -25,8 +25,9 @@ Columns dropped, renamed, added or widened since the previous cut merge here too
 files and the changelog segments are read as the columns at W
 (:class:`~airflow_provider_streambed.staging.file_columns.FileColumns`), and the output has them.
 
-:func:`merge_in_process` merges only when every previous file is on a local file system;
-otherwise it returns ``None`` (and logs why) and Spark merges:
+:func:`merge_in_process` reads the previous files where they are, on a local disk or on S3
+(DuckDB's httpfs, pyarrow's S3 filesystem: only the key columns of the files and the rows it
+needs travel); it returns ``None`` (and logs why) and Spark merges:
 
 - a compaction (``rewrite``) of previous files over :data:`~.rewrite.MAX_REWRITE_BYTES`:
   the mirror is written whole (a smaller mirror's compaction is written whole here,
@@ -37,7 +38,7 @@ otherwise it returns ``None`` (and logs why) and Spark merges:
 - unchanged-TOAST values with no previous row (after a truncate in the same run, or on an empty
   mirror: their values are unknown);
 - more than :data:`MAX_CHANGES` changes (the changelog is read whole into memory);
-- files not on a local file system, or any failure of the in-process merge (logged as a
+- files on another object store than S3, or any failure of the in-process merge (logged as a
   warning).
 
 The Spark job turns it off with ``spark.streambed.mirror.inProcessMerge=false`` (every mirror is
@@ -74,6 +75,8 @@ logger = logging.getLogger(__name__)
 
 #: The Spark setting that turns the in-process merge off (``false``); on by default.
 IN_PROCESS_MERGE_CONF = "spark.streambed.mirror.inProcessMerge"
+#: Object stores whose files the in-process merge reads in place (DuckDB's httpfs, pyarrow's S3).
+READ_IN_PLACE = ("s3",)
 #: Changelogs of more changes than this are merged by Spark: the in-process merge reads the run's
 #: changelog of the table whole (all columns) into memory.
 MAX_CHANGES = 1_000_000
@@ -101,7 +104,7 @@ def merge_in_process(source: MirrorInput) -> LocalMirrorOutput | None:
 
 def _merge(source: MirrorInput) -> tuple[LocalMirrorOutput | None, str]:
     """The merge, or why it is Spark's."""
-    paths, why = _local_paths(source)
+    paths, why = _readable_paths(source)
     if paths is None:
         return None, why
     if source.capture.changes > MAX_CHANGES:  # the changelog is read whole, into this process's memory
@@ -168,14 +171,18 @@ def _with_unchanged_values(images: pa.Table, markers: list[str], unchanged: pa.T
     return images
 
 
-def _local_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str, ...]] | None, str]:
-    """The previous data and delete files as local paths, or why the merge cannot be in-process."""
+def _readable_paths(source: MirrorInput) -> tuple[tuple[tuple[str, ...], tuple[str, ...]] | None, str]:
+    """The previous data and delete files as DuckDB and pyarrow read them (a local path, an ``s3://``
+    URI), or why the merge cannot be in-process."""
     data, deletes = source.previous.readable()
     paths = []
     for uri in (*data, *deletes):
-        if (scheme := storage.scheme_of(uri)) not in storage.LOCAL_SCHEMES:
-            return None, f"previous files are not on a local file system ({scheme}://)"
-        paths.append(storage.filesystem(uri)[1])
+        if storage.is_local(uri):
+            paths.append(storage.filesystem(uri)[1])
+        elif storage.scheme_of(uri) in READ_IN_PLACE:
+            paths.append(uri)
+        else:
+            return None, f"previous files on {storage.scheme_of(uri)}:// are read by Spark only"
     if source.rewrite and not small_enough(tuple(paths)):
         return None, f"{source.rewrite} (over {MAX_REWRITE_BYTES >> 20} MiB: Spark rewrites it)"
     return (tuple(paths[: len(data)]), tuple(paths[len(data):])), ""

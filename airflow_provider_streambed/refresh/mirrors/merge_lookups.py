@@ -2,7 +2,8 @@
 
 Each lookup takes a cursor of its own on this process's in-memory database, registers the changes
 (and, over previous files, reads them as the columns at W), and runs :mod:`.merge_queries`'s
-queries; :mod:`.duckdb_merge` decides when the merge runs here and makes its output.
+queries; :mod:`.duckdb_merge` decides when the merge runs here and makes its output. Previous
+files on an object store are read in place, with DuckDB's httpfs (:func:`_reach`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_provider_streambed import storage
+from airflow_provider_streambed.read.cuts import duckdb_s3_secret, load_duckdb_iceberg
 from airflow_provider_streambed.refresh.mirrors.keyless_probe import probe_column
 from airflow_provider_streambed.refresh.mirrors.merge_input import MirrorInput, diverged
 from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput
@@ -49,6 +52,7 @@ def locate(
         ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
     with _database().cursor() as connection:  # a connection of its own: its registered tables are its own
         connection.register("changes", ranked)
+        _reach(connection, (*data, *deletes))
         _previous_files(connection, columns, data)
         images = connection.execute(images_query(key)).to_arrow_table()
         carried = markers if markers or imaged else None  # columns beside the positions: the key, and these
@@ -80,6 +84,7 @@ def locate_rows(
         ROW, pa.array(np.arange(len(changes), dtype=np.int64)))
     with _database().cursor() as connection:
         connection.register("changes", counted)
+        _reach(connection, (*data, *deletes))
         _previous_files(connection, columns, data)
         net = connection.execute(net_query(columns.names)).to_arrow_table()
         connection.register("net", net)
@@ -127,6 +132,16 @@ def _database() -> duckdb.DuckDBPyConnection:
     return duckdb.connect()
 
 
+def _reach(connection: duckdb.DuckDBPyConnection, uris: tuple[str, ...]) -> None:
+    """Let ``connection`` read those of ``uris`` that are on an object store: DuckDB's httpfs with a
+    secret made of the store's configured properties (:mod:`airflow_provider_streambed.storage`;
+    keys it lacks, as in the Spark job, come from the environment's AWS variables)."""
+    remote = [uri for uri in uris if not storage.is_local(uri)]
+    if remote:
+        load_duckdb_iceberg(connection, ("httpfs",))
+        connection.execute(duckdb_s3_secret(storage.configured_properties(remote[0])))
+
+
 def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns, data: tuple[str, ...]) -> None:
     """Create the view ``previous_files`` on ``connection``: the previous data files' rows as the
     columns at W (each under the first of its names a file holds; null where none does), with each
@@ -138,7 +153,7 @@ def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns,
     millisecond a file.
     """
     files = "[" + ", ".join(quoted_text(path) for path in data) + "]"
-    uniform = len({pq.read_schema(path).remove_metadata() for path in data}) == 1
+    uniform = len({read_schema(uri).remove_metadata() for uri in data}) == 1
     scan = (f"read_parquet({files}, filename = '{FILE}', file_row_number = true, hive_partitioning = false, "
             f"union_by_name = {str(not uniform).lower()})")
     present = {column[0] for column in connection.execute(f"SELECT * FROM {scan} LIMIT 0").description}
@@ -153,3 +168,9 @@ def _previous_files(connection: duckdb.DuckDBPyConnection, columns: FileColumns,
 def column_array(table: pa.Table, name: str) -> pa.Array:
     """``table``'s column ``name`` as one array (the lookups' results come in chunks)."""
     return table[name].combine_chunks()
+
+
+def read_schema(uri: str) -> pa.Schema:
+    """The Arrow schema of the Parquet file at ``uri`` (a local path or an object-store URI), from its footer."""
+    filesystem, path = storage.filesystem(uri)
+    return pq.read_schema(path, filesystem=filesystem)

@@ -11,13 +11,13 @@ each compaction), and take 0.09-0.12 s each now (``refresh_once``, 2 cores).
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_provider_streambed import storage
 from airflow_provider_streambed.refresh.mirrors.merge_output import LocalMirrorOutput
 from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.iceberg_fields import DELETE_FILE_PATH, DELETE_POS
@@ -31,8 +31,19 @@ MAX_REWRITE_BYTES = 64 * 1024 * 1024
 
 
 def small_enough(paths: tuple[str, ...]) -> bool:
-    """Whether files of these local paths are small enough to be rewritten in this process."""
-    return sum(os.path.getsize(path) for path in paths) <= MAX_REWRITE_BYTES
+    """Whether the files of these paths (local, or object-store URIs) are small enough to be
+    rewritten in this process."""
+    sizes = 0
+    for path in paths:
+        filesystem, located = storage.filesystem(path)
+        sizes += filesystem.get_file_info(located).size or 0
+    return sizes <= MAX_REWRITE_BYTES
+
+
+def _read(path: str, columns: list[str] | None = None) -> pa.Table:
+    """The Parquet file at ``path`` (local, or an object-store URI), or its ``columns``."""
+    filesystem, located = storage.filesystem(path)
+    return pq.read_table(located, columns=columns, filesystem=filesystem)
 
 
 def rewrite_whole(
@@ -41,13 +52,13 @@ def rewrite_whole(
     """The mirror's whole table: the live rows of the previous ``data`` files (less the rows the
     ``deletes`` files and ``merged.deletes`` name), read as the ``columns`` at W, and ``merged.rows``."""
     deleted: dict[str, list[int]] = defaultdict(list)
-    tables = [pq.read_table(path, columns=[DELETE_FILE_PATH, DELETE_POS]) for path in deletes]
+    tables = [_read(path, [DELETE_FILE_PATH, DELETE_POS]) for path in deletes]
     for table in tables + ([merged.deletes] if merged.deletes is not None else []):
         for name, pos in zip(table[DELETE_FILE_PATH].to_pylist(), table[DELETE_POS].to_pylist(), strict=True):
             deleted[name.rsplit("/", 1)[-1]].append(pos)
     kept = []
     for path in data:
-        rows = columns.conform(pq.read_table(path))
+        rows = columns.conform(_read(path))
         if gone := deleted.get(path.rsplit("/", 1)[-1]):
             live = np.ones(len(rows), dtype=bool)
             live[np.asarray(gone, dtype=np.int64)] = False
