@@ -36,6 +36,7 @@ from airflow_provider_streambed.exceptions import (
 from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, RunState, cut_tag
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.publish.tables import load_members
+from airflow_provider_streambed.snapshot_properties import CUT_ID_PROPERTY, GROUP_PROPERTY, RUN_KEY_PROPERTY
 
 logger = logging.getLogger(__name__)
 
@@ -116,16 +117,39 @@ def reconcile(
             f", but the ledger's next cut is {following}: the ledger and the catalog disagree (a ledger restored "
             "from an older backup, or tables written outside streambed); nothing was published"
         )
-    tag = cut_tag(group.name, mark.cut_id)
     members = {}
     for name, table in tables.items():
         if marks[name] != mark:
             continue  # a member added to the group after that cut
-        if (ref := table.metadata.refs.get(tag)) is None:
-            raise PublishError(f"group {group.name!r}: member {name!r} is marked with cut {mark.cut_id} of run "
-                               f"{mark.run_key!r} but lacks its tag {tag!r}; it was changed outside streambed")
-        members[name] = CutMember(name, ".".join(table.name()), ref.snapshot_id, table.metadata_location)
+        snapshot_id = marked_snapshot(table, name, mark, last)
+        members[name] = CutMember(name, ".".join(table.name()), snapshot_id, table.metadata_location)
     return _record_reconciled(ledger, group.name, mark, members)
+
+
+def marked_snapshot(table: Table, member: str, mark: CutMark, last: CutRecord | None) -> int:
+    """The snapshot of ``member`` in the cut its table is marked with: the one the cut's tag names.
+
+    A catalog that keeps no table tags (Nessie versions the whole catalog: it keeps each table's
+    current snapshot only and drops the tag updates of a commit) has the cut's snapshot as the
+    current one, unless another writer came after: it is taken when its summary names the cut
+    (a computed member) or it is the member's snapshot in the ledger's last cut (a carried one).
+
+    Raises:
+        PublishError: no tag, and the current snapshot is neither (the table was changed outside streambed).
+    """
+    tag = cut_tag(mark.group, mark.cut_id)
+    if (ref := table.metadata.refs.get(tag)) is not None:
+        return ref.snapshot_id
+    current = table.current_snapshot()
+    if current is not None:
+        summary = current.summary.additional_properties if current.summary is not None else {}
+        made = (summary.get(GROUP_PROPERTY), summary.get(CUT_ID_PROPERTY), summary.get(RUN_KEY_PROPERTY))
+        kept = last.members.get(member) if last is not None else None
+        if made == (mark.group, str(mark.cut_id), mark.run_key) or (kept and kept.snapshot_id == current.snapshot_id):
+            return current.snapshot_id
+    raise PublishError(f"group {mark.group!r}: member {member!r} is marked with cut {mark.cut_id} of run "
+                       f"{mark.run_key!r} but lacks its tag {tag!r}, and its current snapshot is not the cut's; it "
+                       "was changed outside streambed")
 
 
 def _record_reconciled(ledger: Ledger, group: str, mark: CutMark, members: dict[str, CutMember]) -> CutRecord:

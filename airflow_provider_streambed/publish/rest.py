@@ -61,6 +61,8 @@ logger = logging.getLogger(__name__)
 TRANSACTIONS_ENDPOINT = Endpoint.from_string("POST /v1/{prefix}/transactions/commit")
 #: Status codes a server answers for an endpoint it does not have.
 ABSENT = (404, 405, 501)
+#: The status code of a server that has the endpoint and refuses an empty commit (Nessie 0.99).
+INVALID = 400
 #: Status codes after which the commit may or may not have applied (the spec's CommitStateUnknown).
 UNKNOWN = (500, 502, 503, 504)
 
@@ -69,8 +71,9 @@ def supports_transactions(catalog: RestCatalog) -> bool:
     """Whether the server has the multi-table commit.
 
     From the ``endpoints`` list of ``GET /v1/config`` when the server sends one; else (SeaweedFS
-    sends none) by posting an empty commit, which such a server accepts (204) and others refuse
-    as unknown (404, 405 or 501). pyiceberg keeps its defaults when no list came, so a list of
+    and Nessie 0.99 send none) by posting an empty commit, which such a server accepts (SeaweedFS:
+    204) or refuses as invalid (Nessie: 400, "Invalid table changes: empty"), and others refuse as
+    unknown (404, 405 or 501). pyiceberg keeps its defaults when no list came, so a list of
     default endpoints only is probed too.
 
     Raises:
@@ -85,7 +88,7 @@ def supports_transactions(catalog: RestCatalog) -> bool:
         response = _post_commit(catalog, [])
     if response.status_code in ABSENT:
         return False
-    if response.ok:
+    if response.ok or response.status_code == INVALID:
         return True
     raise CatalogUnavailableError(f"catalog {catalog.name!r}: {describe(catalog)} answered {response.status_code} to "
                                   "an empty multi-table commit")

@@ -24,6 +24,7 @@ def read_rows(properties: dict[str, str]) -> list[dict[str, object]]:
     return sorted(table.scan().to_arrow().to_pylist(), key=lambda row: int(str(row["id"])))
 
 
+@pytest.mark.parametrize("rest_server", ["seaweed"])
 def test_tables_survive_a_crash(seaweed: ThrowawaySeaweed, rest_properties: dict[str, str]) -> None:
     catalog = load_catalog("rest", **rest_properties)
     catalog.create_namespace("shop")
