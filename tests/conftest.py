@@ -1,4 +1,5 @@
-"""Shared fixtures: a real throwaway PostgreSQL cluster, fresh databases, catalog databases, a Spark Connect server.
+"""Shared fixtures: a real throwaway PostgreSQL cluster, fresh databases, catalog databases, a Spark Connect
+server, a virtualenv whose pyspark has an Iceberg Spark runtime.
 
 Airflow's home is set to a temporary directory before anything imports Airflow, so tests never
 touch a user's Airflow installation. Every Spark JVM the tests start (spark-submit, the Spark
@@ -28,6 +29,7 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 
 from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer  # noqa: E402
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port  # noqa: E402
+from airflow_provider_streambed.testing.spark_envs import ICEBERG_RUNTIME_PYSPARK, spark_env_python  # noqa: E402
 
 WARM_UP_JOB = Path(__file__).with_name("spark_warmup_job.py")
 
@@ -100,3 +102,14 @@ def spark_connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     """A real Spark Connect server (``local[2]``) for the whole test session; yields its URL."""
     with ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect")).running() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def iceberg_runtime_python() -> Path:
+    """The python of a virtualenv whose pyspark has an Iceberg Spark runtime (``.venvs/pyspark-4.1.4``).
+
+    Made on first use by :func:`~airflow_provider_streambed.testing.spark_envs.spark_env_python`
+    and kept across sessions: about two minutes the first time (pyspark's download and wheel
+    build, then the package's dependencies), a millisecond after.
+    """
+    return spark_env_python(ICEBERG_RUNTIME_PYSPARK)

@@ -6,8 +6,10 @@ page), and the Spark driver and executors (the refresh job reads the previous cu
 face. A member snapshot is planned into data and position-delete files once
 (:mod:`.snapshot_files`) and read as Arrow (:mod:`.arrow_snapshot`) or in Spark
 (:mod:`.spark_snapshot`), its deleted positions applied within each file's scan; the rows a
-position delete names are read by :mod:`.position_deletes`. :mod:`.feed` is the change feed:
-what changed in every member between two cuts.
+position delete names are read by :mod:`.position_deletes`. ``Cut.to_spark`` (:mod:`.spark_cut`)
+reads through Iceberg's Spark runtime instead when the session has an Iceberg catalog for the
+group's (:mod:`.iceberg_runtime`: which catalog serves it, a member read by its cut's tag).
+:mod:`.feed` is the change feed: what changed in every member between two cuts.
 """
 
 from __future__ import annotations

@@ -10,16 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import logging
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import StaticTable, Table
 
-from airflow_provider_streambed import storage
 from airflow_provider_streambed.catalog import ledger_of, open_catalog
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import CutNotFoundError, MemberNotFoundError, PublishError
@@ -27,14 +25,12 @@ from airflow_provider_streambed.ledger import CutMember, CutRecord, Ledger, cut_
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.read.arrow_snapshot import read_snapshot
 from airflow_provider_streambed.read.feed import MemberChanges, changes_between
-from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files, snapshot_columns
 from airflow_provider_streambed.snapshot_properties import CUT_ID_PROPERTY, GROUP_PROPERTY, WATERMARK_PROPERTY
-from airflow_provider_streambed.staging import SnapshotFiles
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from duckdb import DuckDBPyConnection
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -176,35 +172,42 @@ class Cut:
             )
         return con
 
-    def to_spark(self, spark: SparkSession, copies_dir: str | None = None) -> dict[str, Any]:
-        """Register every member as a Spark temp view of its snapshot's rows; returns the DataFrames.
+    def to_spark(self, spark: SparkSession, copies_dir: str | None = None,
+                 catalog_name: str | None = None) -> dict[str, DataFrame]:
+        """Register every member as a Spark temp view (named like the member) of its rows at this
+        cut; returns the DataFrames.
 
-        Spark reads the snapshot's planned Parquet files and applies its position deletes
-        (:class:`~airflow_provider_streambed.read.spark_snapshot.SnapshotScan`); no Iceberg runtime is needed.
-        Files on an object store are read from local copies (:mod:`~airflow_provider_streambed.staging.inputs`)
-        under ``copies_dir`` (a local directory; default a new temporary one), which must outlive the
-        DataFrames; a Spark with its own S3 support can read them in place instead (``copies_dir``
-        on the object store).
+        With Iceberg's Spark runtime, a session that has an Iceberg catalog for the group's
+        catalog reads each member as ``SELECT * FROM <catalog>.<namespace>.<table> VERSION AS OF
+        '<group>-cut-<k>'``, deletes applied by Iceberg. The catalog is ``catalog_name`` when given,
+        else found by its settings: for a SQL catalog, ``spark.sql.catalog.<name>`` set to
+        ``org.apache.iceberg.spark.SparkCatalog`` with ``type=jdbc``, a ``uri`` that names the same
+        database, and the name of the group's catalog (``streambed`` by default), since Iceberg's
+        JDBC catalog reads only the tables recorded under its own name; for a REST catalog, one
+        with ``type=rest`` and the same ``uri`` (:mod:`~airflow_provider_streambed.read.iceberg_runtime`).
+        A cut that expired while it was held (its tags gone) is read as below.
+
+        Without one, Spark reads the snapshot's planned Parquet files and applies its position
+        deletes (:class:`~airflow_provider_streambed.read.spark_snapshot.SnapshotScan`); no Iceberg
+        runtime is needed. Files on an object store are then read from local copies
+        (:mod:`~airflow_provider_streambed.staging.inputs`) under ``copies_dir`` (a local directory;
+        default a new temporary one), which must outlive the DataFrames; a Spark with its own S3
+        support can read them in place instead (``copies_dir`` on the object store).
+
+        Args:
+            spark: the session.
+            copies_dir: where the snapshot scan copies files on an object store.
+            catalog_name: the session's Iceberg catalog to read through (default: found as above).
+
+        Raises:
+            ConfigurationError: ``catalog_name`` is not an Iceberg catalog of the session, or is
+                Iceberg's JDBC catalog under another name than the group's catalog.
         """
-        from airflow_provider_streambed.read.spark_snapshot import SnapshotScan
-        from airflow_provider_streambed.staging.inputs import local_copies
+        from airflow_provider_streambed.read.spark_cut import cut_frames
 
-        frames: dict[str, Any] = {}
-        for name, member in self.members.items():
-            table = self.table(name)
-            files = plan_snapshot_files(table, member.snapshot_id)
-            if any(storage.scheme_of(uri) not in storage.LOCAL_SCHEMES for uri in files.data):
-                copies_dir = copies_dir or Path(tempfile.mkdtemp(prefix="streambed-cut-")).as_uri()
-                copied = local_copies(copies_dir, self.group, {name: (*files.data, *files.deletes)},
-                                      self.catalog.properties)
-                files = SnapshotFiles(files.data, files.deletes, tuple(copied.items()))
-            if files.data:  # the files of a table whose schema evolved may hold older ones
-                columns = snapshot_columns(table, member.snapshot_id) if len(table.schemas()) > 1 else None
-                frame = SnapshotScan(spark, files, columns).rows()
-            else:
-                frame = spark.createDataFrame(table.scan(snapshot_id=member.snapshot_id).to_arrow())
+        frames = cut_frames(spark, self.catalog, self.group, self.cut_id, self.members, copies_dir, catalog_name)
+        for name, frame in frames.items():
             frame.createOrReplaceTempView(name)
-            frames[name] = frame
         return frames
 
     def verify(self) -> list[str]:
