@@ -18,19 +18,16 @@ Nessie 0.99.0's jar needs Java 21 or newer: ``STREAMBED_NESSIE_JAVA_HOME``, else
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import requests
@@ -39,6 +36,7 @@ from airflow_provider_streambed.testing.jars import NESSIE, jars
 from airflow_provider_streambed.testing.java import find_java
 from airflow_provider_streambed.testing.postgres import free_port
 from airflow_provider_streambed.testing.seaweed import REGION, ThrowawaySeaweed
+from airflow_provider_streambed.testing.throwaway import Throwaway, stop_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +63,7 @@ def branch_name(text: str) -> str:
 
 
 @dataclass
-class ThrowawayNessie:
+class ThrowawayNessie(Throwaway):
     """A private Nessie server on S3; use as a context manager or call start/stop.
 
     Args:
@@ -315,29 +313,7 @@ class ThrowawayNessie:
 
     def _terminate(self) -> None:
         """SIGTERM the process group, SIGKILL after 10 s."""
-        if not self._running():
-            return
-        assert self._process is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._process.pid, signal.SIGTERM)
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+        if self._running():
+            assert self._process is not None
+            stop_process_group(self._process)
 
-    def __enter__(self) -> ThrowawayNessie:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

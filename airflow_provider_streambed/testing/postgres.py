@@ -20,7 +20,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
+
+from airflow_provider_streambed.testing.throwaway import Throwaway
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def free_port() -> int:
 
 
 @dataclass
-class ThrowawayCluster:
+class ThrowawayCluster(Throwaway):
     """A private PostgreSQL cluster; use as a context manager or call start/stop.
 
     Args:
@@ -186,16 +187,6 @@ class ThrowawayCluster:
                 f"{self.server_log()[-3000:]}"
             )
 
-    def __enter__(self) -> ThrowawayCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def wait_for_quiet_wal(

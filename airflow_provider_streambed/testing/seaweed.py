@@ -27,9 +27,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 from airflow_provider_streambed.testing.postgres import free_port
+from airflow_provider_streambed.testing.throwaway import Throwaway, stop_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def port_is_free(port: int) -> bool:
 
 
 @dataclass
-class ThrowawaySeaweed:
+class ThrowawaySeaweed(Throwaway):
     """A private SeaweedFS server (S3 and Iceberg REST catalog); use as a context manager or call start/stop.
 
     Ports left at 0 are chosen on the first :meth:`start` and kept across restarts.
@@ -315,12 +315,7 @@ class ThrowawaySeaweed:
         """SIGTERM the process group, SIGKILL after 10 s; then remove weed's sockets in /tmp."""
         if self._running():
             assert self._process is not None
-            self._signal_group(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self._process.wait()
+            stop_process_group(self._process)
         self._remove_sockets()
 
     def _remove_sockets(self) -> None:
@@ -333,17 +328,3 @@ class ThrowawaySeaweed:
             for path in glob.glob(f"/tmp/seaweedfs-*-{port}.sock"):
                 Path(path).unlink(missing_ok=True)
 
-    def __enter__(self) -> ThrowawaySeaweed:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
