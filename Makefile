@@ -90,7 +90,7 @@ lint: install
 bench: install
 	for script in benchmarks/bench_*.py; do $(BIN)/python -m benchmarks.$$(basename $$script .py) || exit 1; done
 
-# Every benchmark once at its smoke size (--quick), the four that start spark-submit applications
+# Every benchmark once at its smoke size (--quick), the six that start spark-submit applications
 # too, which the slow suite skips to keep within its budget (tests/integration/test_benchmarks.py).
 bench-quick: install
 	STREAMBED_BENCH_SMOKE=all $(BIN)/python -m pytest -m slow tests/integration/test_benchmarks.py

@@ -9,7 +9,8 @@ The four benchmarks that start spark-submit applications (a JVM each, 10 to 30 s
 minutes each even at their smoke size, more than the suite's budget allows: they run only with
 ``STREAMBED_BENCH_SMOKE=all`` (``make bench-quick``), and say so in the suite's summary. So does
 the scan through Iceberg's Spark runtime, which starts a JVM in the pyspark-4.1 env (and makes that
-env first when it is missing: minutes).
+env first when it is missing: minutes), and the cluster shape's (a standalone cluster on namespaced
+hosts).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ RUNNABLE = sorted(path.stem for path in ROOT.glob("benchmarks/*.py")
 ON_CONNECT = {"bench_bootstrap", "bench_connect", "soak"}
 #: Smoke runs of three to six spark-submit applications each.
 SPARK_SUBMIT = {"bench_connect", "bench_end_to_end", "bench_refresh", "bench_task_members"}
-#: A smoke run in another pyspark's env (about 1.5 min on a busy machine).
-OTHER_SPARK = {"bench_runtime_scan"}
+#: A smoke run in another pyspark's env (about 1.5 min on a busy machine), or on a cluster of
+#: namespaced hosts (four spark-submit applications, about 1.5 min).
+OTHER_SPARK = {"bench_cluster", "bench_runtime_scan"}
 HEAVY = pytest.mark.skipif(os.environ.get("STREAMBED_BENCH_SMOKE") != "all",
                            reason="spark-submit applications, 1-2 min: STREAMBED_BENCH_SMOKE=all (make bench-quick)")
 #: What a benchmark prints when a consistency check of its own fails.
