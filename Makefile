@@ -10,7 +10,7 @@ OTHER_VENVS := $(foreach version,$(OTHER_PYTHONS),.venv-$(version))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install system-packages demo live test test-fast lint bench bench-quick
+.PHONY: install system-packages demo live test test-cluster test-fast lint bench bench-quick
 
 install: system-packages $(VENV)/.installed $(OTHER_VENVS:=/.installed) .jars/.installed
 
@@ -67,17 +67,24 @@ demo: install
 live: install
 	$(BIN)/python scripts/live.py --seconds $(or $(LIVE_SECONDS),300) $(if $(LIVE_DERIVED),--derived)
 
-# The whole suite on $(PYTHON), then the quick subset on each of $(OTHER_PYTHONS).
+# The whole suite on $(PYTHON) (the default suite, then the production-shape tests marked
+# 'cluster'), then the quick subset on each of $(OTHER_PYTHONS).
 test: install
-	$(BIN)/python -m pytest; status=$$?; \
+	$(BIN)/python -m pytest -m "not cluster"; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	[ $$status -eq 0 ] || exit $$status; \
+	$(MAKE) --no-print-directory test-cluster || exit $$?; \
 	for venv in $(OTHER_VENVS); do \
 	  echo "quick subset on $$($$venv/bin/python -V)"; \
 	  $$venv/bin/python -m pytest -q -m "not slow" -p no:cacheprovider; status=$$?; \
 	  if [ $$status -eq 5 ]; then echo "pytest collected no tests on $$venv: failing"; exit 1; fi; \
 	  [ $$status -eq 0 ] || exit $$status; \
 	done
+
+# The production shape alone: Spark workers in network namespaces, Nessie, Iceberg's Spark runtime.
+test-cluster: install
+	$(BIN)/python -m pytest -m cluster; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no cluster tests: failing"; exit 1; fi; exit $$status
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"; status=$$?; \
