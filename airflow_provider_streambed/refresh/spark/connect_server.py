@@ -47,12 +47,16 @@ class ConnectServer:
         master: the Spark master of the server (default ``local[2]``).
         state_dir: where the pid file and the log live.
         conf: extra Spark settings.
+        environment: extra environment variables of the server process, over this process's: what
+            the cluster side holds and the refresh's caller does not (an object store's credentials,
+            as an instance role gives them).
     """
 
     port: int = DEFAULT_PORT
     master: str = "local[2]"
     state_dir: Path = DEFAULT_STATE_DIR
     conf: Mapping[str, str] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -102,7 +106,8 @@ class ConnectServer:
         if self.running_pid() is not None and self.accepts_connections():
             return self.url
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        environment = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        environment = {**os.environ, **self.environment, "PYSPARK_PYTHON": sys.executable,
+                       "PYSPARK_DRIVER_PYTHON": sys.executable}
         with self.log_file.open("wb") as log:
             process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=environment,
                                        start_new_session=True)
