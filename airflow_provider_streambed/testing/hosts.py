@@ -25,8 +25,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import IO
+
+from airflow_provider_streambed.testing.throwaway import Throwaway
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def check_namespaces_usable() -> None:
         raise HostsUnavailableError(f"'ip netns list' failed: {listing.stderr.strip()}")
 
 
-class NetworkHosts:
+class NetworkHosts(Throwaway):
     """A bridge and ``count`` namespaced hosts on a private /24; a context manager that removes them all.
 
     Args:
@@ -136,30 +137,23 @@ class NetworkHosts:
         """SIGKILL every process on host ``index`` (whatever its process group), as a host crash would."""
         kill_namespace_processes(self.hosts[index].namespace)
 
-    def __enter__(self) -> NetworkHosts:
+    def start(self) -> NetworkHosts:
+        """Claim a subnet and make the bridge and the hosts; returns self.
+
+        Raises:
+            HostsUnavailableError: not root, no ``ip``, or network namespaces refused.
+        """
         check_namespaces_usable()
-        try:
-            self.subnet = claim_subnet(random.randrange(256))
-            self.hosts = tuple(self._add_host(index) for index in range(self.count))
-        except BaseException:
-            self.close()
-            raise
+        self.subnet = claim_subnet(random.randrange(256))
+        self.hosts = tuple(self._add_host(index) for index in range(self.count))
         logger.info("test hosts: bridge %s %s/24, %d namespaces", self.bridge, self.address, self.count)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
+    def stop(self) -> None:
         """Kill the hosts' processes, remove the namespaces, veths and the bridge (safe to call twice)."""
         if self.subnet >= 0:
             remove_subnet(self.subnet)
-        self.subnet = -1  # the number is free for others now: a second close must not touch theirs
+        self.subnet = -1  # the number is free for others now: a second stop must not touch theirs
         self.hosts = ()
 
     def _add_host(self, index: int) -> Host:

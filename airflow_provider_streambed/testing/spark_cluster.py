@@ -22,11 +22,11 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from airflow_provider_streambed.refresh.spark.object_store import s3a_settings
 from airflow_provider_streambed.testing.hosts import NetworkHosts
 from airflow_provider_streambed.testing.jars import hadoop_version_of, jars, s3a_folder
+from airflow_provider_streambed.testing.throwaway import Throwaway, stop_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def object_store_conf(properties: Mapping[str, str]) -> dict[str, str]:
     return {f"spark.hadoop.{key}": value for key, value in s3a_settings(properties).items()}
 
 
-class NamespacedSparkCluster:
+class NamespacedSparkCluster(Throwaway):
     """A Spark standalone master and ``workers`` workers, each on its own namespaced host; a context manager.
 
     Args:
@@ -119,7 +119,8 @@ class NamespacedSparkCluster:
 
         It binds and advertises the bridge's address so that executors can connect back, has the
         cluster's jars on its own classpath (not ``spark.jars``: no copy to the executors), and waits
-        for every worker's executor before scheduling. Add :func:`object_store_conf` for ``s3://``.
+        for every worker's executor before scheduling. The refresh job sets its own S3A settings; another
+        job adds :func:`object_store_conf` for ``s3://``.
         """
         classpath = ":".join(str(jar) for jar in self.cluster_jars)
         return {
@@ -175,45 +176,25 @@ class NamespacedSparkCluster:
         path = self.directory / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def __enter__(self) -> NamespacedSparkCluster:
+    def start(self) -> NamespacedSparkCluster:
+        """Make the hosts, start the master and every worker, each waited for; returns self."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.hosts.__enter__()
-        try:
-            command = ["org.apache.spark.deploy.master.Master", "--host", self.hosts.hosts[0].address,
-                       "--port", str(MASTER_PORT), "--webui-port", "8080"]
-            self._start(0, "master", command, self._daemon_environment(0), MASTER_READY)
-            for index in range(self.workers):
-                self.start_worker(index)
-        except BaseException:
-            self.close()
-            raise
+        self.hosts.start()
+        command = ["org.apache.spark.deploy.master.Master", "--host", self.hosts.hosts[0].address,
+                   "--port", str(MASTER_PORT), "--webui-port", "8080"]
+        self._start(0, "master", command, self._daemon_environment(0), MASTER_READY)
+        for index in range(self.workers):
+            self.start_worker(index)
         logger.info("Spark test cluster: master %s, %d workers, driver address %s",
                     self.master, self.workers, self.address)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop the workers, then the master (SIGTERM, SIGKILL after 10 s), and remove the hosts."""
         started = time.monotonic()
         for host in sorted(self._processes, reverse=True):
-            process = self._processes.pop(host)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                logger.warning("Spark test cluster: host %d ignored SIGTERM for 10 s, killed", host)
-                process.wait()
-        self.hosts.close()
+            stop_process_group(self._processes.pop(host))
+        self.hosts.stop()
         logger.info("Spark test cluster: stopped in %.1f s", time.monotonic() - started)
 
     def _daemon_environment(self, host: int) -> dict[str, str]:
