@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from airflow_provider_streambed import storage
 
 STORE = {"s3.endpoint": "http://10.0.0.1:8333", "s3.region": "eu-west-1", "s3.access-key-id": "AKIA",
          "s3.secret-access-key": "hush", "client.secret-access-key": "hush", "uri": "postgresql://u:pw@db/cat",
          "warehouse": "s3://lake/warehouse"}
-
-
-@pytest.fixture(autouse=True)
-def _no_configured_stores() -> Iterator[None]:
-    saved = dict(storage._configured)
-    storage._configured.clear()
-    yield
-    storage._configured.clear()
-    storage._configured.update(saved)
 
 
 def test_a_uri_under_a_configured_location_gets_its_store_and_nothing_but_store_properties() -> None:

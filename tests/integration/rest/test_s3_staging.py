@@ -21,7 +21,7 @@ from airflow_provider_streambed.testing.jars import s3a_folder, spark_classpath_
 from airflow_provider_streambed.testing.seaweed import REGION, ThrowawaySeaweed
 from tests.integration.airflow.bank import check_cut
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]  # S3A in Spark: the production shape
 DAGS = Path(__file__).resolve().parents[3] / "dags"
 #: pyspark 4.2.0 carries Hadoop 3.5.0 (pyspark/jars/hadoop-client-api-3.5.0.jar).
 S3A = spark_classpath_conf(s3a_folder("3.5.0"))

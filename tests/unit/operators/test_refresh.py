@@ -92,7 +92,6 @@ def test_the_object_stores_credentials_reach_only_a_driver_that_runs_here_and_ne
 ) -> None:
     from airflow_provider_streambed import storage
 
-    monkeypatch.setattr(storage, "_configured", {})
     storage.configure("s3://lake", {"s3.endpoint": "http://store:8333", "s3.region": "r1",
                                     "s3.access-key-id": "AKIA-TEST", "s3.secret-access-key": "shh-secret"})
     monkeypatch.setenv("AIRFLOW_CONN_MY_SPARK", json.dumps(connection))
