@@ -22,6 +22,7 @@ from pyiceberg.table import StaticTable
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_streambed import storage
+from airflow_provider_streambed.compat.spark import arrow_frame
 from airflow_provider_streambed.ledger import CutMember, cut_tag
 from airflow_provider_streambed.read.iceberg_runtime import read_tagged, serving_catalog, untagged_members
 from airflow_provider_streambed.read.snapshot_files import plan_snapshot_files, snapshot_columns
@@ -85,5 +86,5 @@ def scanned_frames(spark: SparkSession, catalog: Catalog, group: str, members: M
             columns = snapshot_columns(table, member.snapshot_id) if len(table.schemas()) > 1 else None
             frames[name] = SnapshotScan(spark, files, columns).rows()
         else:
-            frames[name] = spark.createDataFrame(table.scan(snapshot_id=member.snapshot_id).to_arrow())
+            frames[name] = arrow_frame(spark, table.scan(snapshot_id=member.snapshot_id).to_arrow())
     return frames

@@ -69,7 +69,8 @@ class MemberChanges:
 
     def to_spark(self, spark: SparkSession) -> tuple[DataFrame, DataFrame]:
         """``removed`` and ``added`` as DataFrames of ``spark`` (built from the Arrow tables)."""
-        return spark.createDataFrame(self.removed), spark.createDataFrame(self.added)
+        from airflow_provider_streambed.compat.spark import arrow_frame  # pyspark: only for a Spark reader
+        return arrow_frame(spark, self.removed), arrow_frame(spark, self.added)
 
 
 class CutView(Protocol):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_provider_streambed.compat.spark import arrow_frame
 from airflow_provider_streambed.read.spark_snapshot import SnapshotScan
 from airflow_provider_streambed.refresh.derived.sources import SourceState, basis_reason, removed_rows
 from airflow_provider_streambed.staging import JobSpec, SnapshotFiles
@@ -40,7 +41,7 @@ def source_changes(spark: SparkSession, source: SourceState, names: list[str] | 
     added = (SnapshotScan(spark, SnapshotFiles(staged.files, staged.delete_files), source.columns).rows(names)
              if staged is not None and staged.files else None)
     rows = removed_rows(source.previous, staged.delete_files, source.columns, names) if staged is not None else None
-    removed = None if rows is None else spark.createDataFrame(rows)
+    removed = None if rows is None else arrow_frame(spark, rows)
     like = added if added is not None else removed
     if like is None:
         like = SnapshotScan(spark, source.previous, source.columns).rows(names)

@@ -18,6 +18,7 @@ import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from airflow_provider_streambed.compat.spark import is_dataframe, to_arrow
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import MemberQueryError, RefreshError
 from airflow_provider_streambed.lsn import Lsn
@@ -106,7 +107,7 @@ def collected(frame: DataFrame, previous: SnapshotFiles) -> DataFrame | pa.Table
     except OSError as error:
         logger.debug("the previous output's size is not known here (%s): its output is written by Spark", error)
         return frame
-    table = frame.limit(MAX_COLLECTED_ROWS + 1).toArrow()
+    table = to_arrow(frame.limit(MAX_COLLECTED_ROWS + 1))
     return frame if table.num_rows > MAX_COLLECTED_ROWS else table
 
 
@@ -152,7 +153,7 @@ def compute_python_member(
     where = f"group {group.name!r}, member {member.name!r}"
     function = load_callable(member.callable_path, where)
     result = function(spark, read_sources(spark, source_files, columns), cut)
-    if not isinstance(result, DataFrame):
+    if not is_dataframe(result):
         raise RefreshError(
             f"{where}: {member.callable_path} returned {type(result).__name__}, expected a pyspark DataFrame"
         )

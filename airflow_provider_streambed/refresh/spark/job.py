@@ -22,6 +22,7 @@ from dataclasses import replace
 from pyspark.sql import SparkSession
 
 from airflow_provider_streambed import storage
+from airflow_provider_streambed.compat.spark import SparkLine, check_columns
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.exceptions import FinalRefreshError, RefreshError, StreambedError, is_final
 from airflow_provider_streambed.member_declarations import Member, Mirror, PythonMember, SqlMember
@@ -51,6 +52,7 @@ from airflow_provider_streambed.staging import (
     TableCapture,
     read_json,
 )
+from airflow_provider_streambed.staging.file_columns import FileColumns
 from airflow_provider_streambed.staging.members import (
     ERROR_MARKER,
     FINAL_ERROR_MARKER,
@@ -75,6 +77,8 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
     """
     group = RefreshGroup.from_dict(spec.group)
     check_spec(spec, group)
+    line = SparkLine.of(spark)
+    logger.info("group=%s run=%s: %s", group.name, spec.run_key, line.describe())
     if _reads_s3(spec):
         use_object_store(spark, storage.public_properties(storage.configured_properties(spec.staging_root)))
     requested = {name.lower() for name in (members or spec.computed_members())}
@@ -90,7 +94,7 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
 
     def attempt(member: Member) -> None:
         share_session(spark)
-        outcome = _attempt(spark, spec, group, member, captures, staged, failures, fits)
+        outcome = _attempt(spark, line, spec, group, member, captures, staged, failures, fits)
         if isinstance(outcome, Failure):
             failures[member.name] = outcome
         else:
@@ -112,6 +116,7 @@ def run_job(spark: SparkSession, spec: JobSpec, members: Sequence[str] = ()) -> 
 
 def _attempt(
     spark: SparkSession,
+    line: SparkLine,
     spec: JobSpec,
     group: RefreshGroup,
     member: Member,
@@ -131,7 +136,7 @@ def _attempt(
     if failed_sources:
         return Failure(f"not computed: its sources {failed_sources} failed", False)
     try:
-        return _compute(spark, spec, group, member, captures, staged)
+        return _compute(spark, line, spec, group, member, captures, staged)
     except Exception as error:  # a member's code may raise anything; keep the others going
         logger.error("group=%s member=%s W=%s failed", group.name, member.name, spec.watermark, exc_info=True)
         return Failure(first_lines(error), is_final(error) or failed_final_check(error))
@@ -139,6 +144,7 @@ def _attempt(
 
 def _compute(
     spark: SparkSession,
+    line: SparkLine,
     spec: JobSpec,
     group: RefreshGroup,
     member: Member,
@@ -152,8 +158,13 @@ def _compute(
         if capture is None:
             raise RefreshError(f"the capture manifest has no changelog for table {member.qualified_table!r}")
         source = mirror_input(spec, group, member, capture)
-        return stage_mirror(spec, source, merge(spark, source), definition)
+        return stage_mirror(spec, source, merge(spark, line, source), definition)
     states = {name: source_state(spec, group, member, name, staged, captures) for name in member.sources}
+    for name, state in states.items():
+        if state.columns is not None:  # a mirror: its columns are the source table's
+            source_mirror = group.member(name)
+            assert isinstance(source_mirror, Mirror)
+            check_columns(line, state.columns.schema, f"its source {name!r}", source_mirror.qualified_table)
     sources = {name: state.files for name, state in states.items()}
     columns = {name: state.columns for name, state in states.items() if state.columns is not None}
     resynced = _resynced_source(group, member, staged)
@@ -192,11 +203,17 @@ def _reads_s3(spec: JobSpec) -> bool:
     return any(storage.scheme_of(uri) == "s3" for uri in (spec.staging_root, *previous))
 
 
-def merge(spark: SparkSession, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
+def merge(spark: SparkSession, line: SparkLine, source: MirrorInput) -> MirrorOutput | LocalMirrorOutput:
     """The mirror's merge: in this process when it can be (:mod:`.duckdb_merge`, unless the
-    session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark."""
+    session sets ``spark.streambed.mirror.inProcessMerge`` to ``false``), else by Spark, if
+    ``line`` can read the mirror's columns (:func:`.compat.spark.check_columns`)."""
     local = switched_on(spark.conf, IN_PROCESS_MERGE_CONF)
-    return (merge_in_process(source) if local else None) or merge_mirror(spark, source)
+    merged = merge_in_process(source) if local else None
+    if merged is not None:
+        return merged
+    check_columns(line, FileColumns.of(source.capture).schema, f"mirror {source.member.name!r}",
+                  source.member.qualified_table)
+    return merge_mirror(spark, source)
 
 
 def main(argv: Sequence[str]) -> int:
