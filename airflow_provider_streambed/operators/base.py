@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.openlineage.extractors import OperatorLineage
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_streambed.catalog import staging_of
+from airflow_provider_streambed.compat.airflow import AirflowFailException
 from airflow_provider_streambed.declarations import RefreshGroup
 from airflow_provider_streambed.dependencies import naming_dependencies
 from airflow_provider_streambed.exceptions import is_final

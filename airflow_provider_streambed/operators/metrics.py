@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_streambed.compat.airflow import gauge
 from airflow_provider_streambed.ledger import Ledger
 
 #: Figures of the capture summary sent as Airflow gauges ``streambed.<group>.<figure>``.
@@ -21,8 +22,6 @@ def emit_metrics(group: str, summary: dict[str, Any]) -> None:
     ``...transactions`` and ``...changes``, tagged ``group`` where the backend takes tags; a no-op
     when Airflow has no metrics backend configured.
     """
-    from airflow.sdk.observability.stats import gauge
-
     for figure in METRIC_FIGURES:
         gauge(f"streambed.{group}.{figure}", summary[figure], tags={"group": group})
 
@@ -30,8 +29,6 @@ def emit_metrics(group: str, summary: dict[str, Any]) -> None:
 def emit_copy_progress(group: str, member: str, copied_rows: int) -> None:
     """Send a bootstrap copy's progress: gauge ``streambed.<group>.<member>.copied_rows`` (the member
     in the name, for backends without tags), tagged ``group`` and ``member``."""
-    from airflow.sdk.observability.stats import gauge
-
     gauge(f"streambed.{group}.{member}.copied_rows", copied_rows, tags={"group": group, "member": member})
 
 
@@ -42,8 +39,6 @@ def emit_freshness(ledger: Ledger, group: str) -> None:
     published or unchanged) and ``streambed.<group>.last_cut_published_at``; an alert on their
     age catches a stuck group, and a quiet source does not look stale.
     """
-    from airflow.sdk.observability.stats import gauge
-
     checked, cut = ledger.last_check(group), ledger.last_cut(group)
     figures = {
         "source_checked_at": checked.pinned_at if checked else None,

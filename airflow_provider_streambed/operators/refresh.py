@@ -123,8 +123,8 @@ class RefreshGroupOperator(StreambedBaseOperator):
             ConnectionConfigError: ``spark_conn_id`` is not defined.
         """
         from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
 
+        from airflow_provider_streambed.compat.airflow import AirflowNotFoundException
         from airflow_provider_streambed.exceptions import ConnectionConfigError
 
         try:

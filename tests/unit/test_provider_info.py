@@ -61,9 +61,9 @@ def test_pure_modules_import_nothing_of_the_engine(module: str) -> None:
 
 
 def test_providers_manager_lists_hooks_and_asset_scheme() -> None:
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+    from airflow_provider_streambed.compat.airflow import providers_manager
 
-    manager = ProvidersManagerTaskRuntime()
+    manager = providers_manager()
     hooks = manager.hooks
     catalog = hooks["streambed_catalog"]
     assert catalog is not None

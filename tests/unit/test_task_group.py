@@ -86,7 +86,7 @@ def test_package_root_exports_the_group_lazily() -> None:
 
 
 def test_bad_declaration_in_a_dag_file_is_an_import_error_naming_group_and_member(tmp_path: Path) -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_provider_streambed.compat.airflow import dag_bag
 
     (tmp_path / "broken.py").write_text(textwrap.dedent("""
         import pendulum
@@ -98,16 +98,16 @@ def test_bad_declaration_in_a_dag_file_is_an_import_error_naming_group_and_membe
         with DAG("broken", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
             StreambedRefreshGroup(group)
     """))
-    bag = DagBag(dag_folder=str(tmp_path))
+    bag = dag_bag(str(tmp_path))
     assert not bag.dags
     [error] = bag.import_errors.values()
     assert "group 'payments', member 'totals': unknown source 'ledgr'" in error
 
 
 def test_example_dags_import_without_errors() -> None:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow_provider_streambed.compat.airflow import dag_bag
 
-    bag = DagBag(dag_folder=str(Path(__file__).resolve().parents[2] / "dags"))
+    bag = dag_bag(str(Path(__file__).resolve().parents[2] / "dags"))
     assert bag.import_errors == {}
     assert {"streambed_bank", "streambed_bank_senders", "streambed_bank_events", "streambed_bank_events_connect"} \
         <= set(bag.dags)

@@ -62,9 +62,9 @@ def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     plugin was imported; earlier tests of the session imported it unconfigured, so the listener is
     registered here with Airflow's listener managers (and removed after).
     """
-    from airflow.listeners.listener import get_listener_manager as core_listeners
     from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
-    from airflow.sdk.listener import get_listener_manager as task_listeners
+
+    from airflow_provider_streambed.compat.airflow import listener_managers
 
     path = tmp_path / "openlineage.jsonl"
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT",
@@ -72,7 +72,7 @@ def lineage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "streambed-tests")
     clear_openlineage_config()
     listener = get_openlineage_listener()
-    added = [manager for manager in (core_listeners(), task_listeners()) if not manager.pm.is_registered(listener)]
+    added = [manager for manager in listener_managers() if not manager.pm.is_registered(listener)]
     for manager in added:
         manager.add_listener(listener)
     yield path
@@ -173,13 +173,14 @@ def rerun(dag: Any, dag_run: Any, task_ids: list[str]) -> str:
     """
     from airflow.models.taskinstance import clear_task_instances
     from airflow.sdk.definitions.dag import _run_task
-    from airflow.serialization.serialized_objects import DagSerialization
     from airflow.settings import Session
     from airflow.utils.state import DagRunState, TaskInstanceState
 
+    from airflow_provider_streambed.compat.airflow import serialized_round_trip
+
     session = Session()
     run = session.merge(dag_run)
-    run.dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+    run.dag = serialized_round_trip(dag)
     cleared = [ti for ti in run.get_task_instances(session=session) if ti.task_id in task_ids]
     clear_task_instances(cleared, session, dag_run_state=DagRunState.RUNNING)
     session.commit()

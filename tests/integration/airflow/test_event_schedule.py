@@ -33,15 +33,16 @@ def stored_trigger(dag_id: str) -> tuple[int, GroupChangesTrigger]:
     """The id of the trigger watching ``dag_id``'s schedule Asset, and the trigger rebuilt from its row."""
     from airflow.models.asset import AssetModel, DagScheduleAssetReference
     from airflow.sdk.module_loading import import_string
-    from airflow.serialization.decoders import smart_decode_trigger_kwargs
     from airflow.utils.session import create_session
     from sqlalchemy import select
+
+    from airflow_provider_streambed.compat.airflow import decode_trigger_kwargs
 
     with create_session() as session:
         asset = session.scalars(select(AssetModel).join(DagScheduleAssetReference)
                                 .where(DagScheduleAssetReference.dag_id == dag_id)).one()
         [row] = asset.triggers
-        trigger = import_string(row.classpath)(**{k: smart_decode_trigger_kwargs(v) for k, v in row.kwargs.items()})
+        trigger = import_string(row.classpath)(**{k: decode_trigger_kwargs(v) for k, v in row.kwargs.items()})
         return row.id, trigger
 
 
@@ -50,6 +51,7 @@ def queued_runs(dag_id: str) -> list[Any]:
     from airflow.models.asset import AssetDagRunQueue
     from airflow.utils.session import create_session
     from sqlalchemy import select
+
 
     with create_session() as session:
         return list(session.scalars(select(AssetDagRunQueue).where(AssetDagRunQueue.target_dag_id == dag_id)))

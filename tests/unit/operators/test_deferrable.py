@@ -8,9 +8,9 @@ from typing import Any
 import pendulum
 import pytest
 from airflow.sdk import DAG
-from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_provider_streambed import Mirror, RefreshGroup
+from airflow_provider_streambed.compat.airflow import TaskDeferred
 from airflow_provider_streambed.operators.capture import CaptureWatermarkOperator
 from airflow_provider_streambed.triggers.changes import GroupChangesTrigger
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_streambed import Mirror, RefreshGroup
+from airflow_provider_streambed.compat.airflow import AirflowFailException
 from airflow_provider_streambed.operators.base import will_retry
 from airflow_provider_streambed.operators.refresh import RefreshGroupOperator
 

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from airflow.sdk.observability import stats
-from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
 
+from airflow_provider_streambed.compat.airflow import reload_metrics_backend
 from airflow_provider_streambed.ledger import Ledger, RunState
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.operators.metrics import emit_copy_progress, emit_freshness, emit_metrics
@@ -27,10 +26,10 @@ def statsd_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
     monkeypatch.setenv("AIRFLOW__METRICS__STATSD_ON", "True")
     monkeypatch.setenv("AIRFLOW__METRICS__STATSD_HOST", "127.0.0.1")
     monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PORT", str(listener.getsockname()[1]))
-    stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
+    reload_metrics_backend()
     yield listener
     monkeypatch.delenv("AIRFLOW__METRICS__STATSD_ON")
-    stats.initialize(factory=get_stats_factory(), export_legacy_names=False)  # back to no metrics
+    reload_metrics_backend()  # back to no metrics
     listener.close()
 
 
