@@ -7,10 +7,15 @@ BIN := $(VENV)/bin
 # Python lines beside $(PYTHON) on which `make test` runs the quick subset too (README's versions table).
 OTHER_PYTHONS ?= 3.12 3.13
 OTHER_VENVS := $(foreach version,$(OTHER_PYTHONS),.venv-$(version))
+# The pyspark `make install` puts in the venvs (the `spark-submit` extra allows 3.5 to 4.3), and the
+# other Spark lines `make test` runs the matrix on (`make test-matrix SPARK_LINES=...`; the
+# matrix test's default is every line: tests/integration/matrix/test_matrix.py).
+DEFAULT_PYSPARK ?= 4.2.0
+SPARK_LINES ?= 3.5.7 4.1.4 4.3.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install system-packages demo live test test-cluster test-fast lint bench bench-quick
+.PHONY: install system-packages demo live test test-cluster test-matrix test-fast lint bench bench-quick
 
 install: system-packages $(VENV)/.installed $(OTHER_VENVS:=/.installed) .jars/.installed
 
@@ -34,10 +39,10 @@ system-packages:
 define install_package
 	[ -x $(1)/bin/python ] || $(2) -m venv $(1)
 	$(1)/bin/pip install -q --upgrade pip
-	$(1)/bin/pip install -q -e '.[spark-submit,test]'
+	$(1)/bin/pip install -q -e '.[spark-submit,test]' pyspark==$(DEFAULT_PYSPARK)
 	# pyspark-client (pulled by the spark provider) overwrites pyspark's files: put pyspark back.
-	$(1)/bin/pip install -q --force-reinstall --no-deps pyspark==4.2.0
-	$(1)/bin/spark-submit --version 2>&1 | grep -q 'version 4.2.0' || { echo "spark-submit is broken in $(1)"; exit 1; }
+	$(1)/bin/pip install -q --force-reinstall --no-deps pyspark==$(DEFAULT_PYSPARK)
+	$(1)/bin/spark-submit --version 2>&1 | grep -q 'version $(DEFAULT_PYSPARK)' || { echo "spark-submit is broken in $(1)"; exit 1; }
 	touch $(1)/.installed
 endef
 
@@ -68,12 +73,13 @@ live: install
 	$(BIN)/python scripts/live.py --seconds $(or $(LIVE_SECONDS),300) $(if $(LIVE_DERIVED),--derived)
 
 # The whole suite on $(PYTHON) (the default suite, then the production-shape tests marked
-# 'cluster'), then the quick subset on each of $(OTHER_PYTHONS).
+# 'cluster', then the Spark-line matrix on $(SPARK_LINES)), then the quick subset on each of $(OTHER_PYTHONS).
 test: install
-	$(BIN)/python -m pytest -m "not cluster"; status=$$?; \
+	$(BIN)/python -m pytest -m "not cluster and not matrix"; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	[ $$status -eq 0 ] || exit $$status; \
 	$(MAKE) --no-print-directory test-cluster || exit $$?; \
+	$(MAKE) --no-print-directory test-matrix || exit $$?; \
 	for venv in $(OTHER_VENVS); do \
 	  echo "quick subset on $$($$venv/bin/python -V)"; \
 	  $$venv/bin/python -m pytest -q -m "not slow" -p no:cacheprovider; status=$$?; \
@@ -85,6 +91,12 @@ test: install
 test-cluster: install
 	$(BIN)/python -m pytest -m cluster; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no cluster tests: failing"; exit 1; fi; exit $$status
+
+# The Spark-line matrix: the line test on $(DEFAULT_PYSPARK) here, then in a virtualenv per line of
+# $(SPARK_LINES) (.venvs/pyspark-<version>, made on first use: minutes each, then kept).
+test-matrix: install
+	STREAMBED_SPARK_LINES="$(SPARK_LINES)" $(BIN)/python -m pytest -m matrix; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no matrix tests: failing"; exit 1; fi; exit $$status
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow"; status=$$?; \

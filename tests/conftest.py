@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark
 import pytest
 
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="streambed-airflow-home-")
@@ -29,7 +30,11 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 
 from airflow_provider_streambed.refresh.spark.connect_server import ConnectServer  # noqa: E402
 from airflow_provider_streambed.testing.postgres import ThrowawayCluster, free_port  # noqa: E402
-from airflow_provider_streambed.testing.spark_envs import ICEBERG_RUNTIME_PYSPARK, spark_env_python  # noqa: E402
+from airflow_provider_streambed.testing.spark_envs import (  # noqa: E402
+    ICEBERG_RUNTIME_PYSPARK,
+    connect_server_conf,
+    spark_env_python,
+)
 
 WARM_UP_JOB = Path(__file__).with_name("spark_warmup_job.py")
 
@@ -100,7 +105,9 @@ def catalog_uri(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def spark_connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Spark Connect server (``local[2]``) for the whole test session; yields its URL."""
-    with ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect")).running() as url:
+    server = ConnectServer(port=free_port(), state_dir=tmp_path_factory.mktemp("spark-connect"),
+                           conf=connect_server_conf(pyspark.__version__))
+    with server.running() as url:
         yield url
 
 

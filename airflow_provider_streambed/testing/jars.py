@@ -14,6 +14,8 @@ from pathlib import Path
 ICEBERG_SPARK_4_1 = "iceberg-spark-4.1"
 #: Nessie's server (its ``runner`` jar).
 NESSIE = "nessie"
+#: Spark Connect's server for Spark 3.5 (from 4.0 on, pyspark's own jars hold it).
+SPARK_CONNECT_3_5 = "spark-connect-3.5"
 
 
 def jars_dir() -> Path:

@@ -1,17 +1,20 @@
-"""Virtualenvs with another pyspark than the default one, made once and kept: for Iceberg's Spark
-runtime (which has no build for the default pyspark 4.2) and for a matrix of Spark lines.
+"""Virtualenvs with another pyspark (or Airflow) than the default one, made once and kept: for Iceberg's Spark
+runtime (which has no build for the default pyspark 4.2) and for the matrices of Spark lines and
+Airflow releases (``airflow_version``: ``<root>/pyspark-<version>-airflow-<version>``).
 
 :func:`spark_env_python` makes ``<root>/pyspark-<version>`` (root: ``STREAMBED_SPARK_ENVS``, else
 ``<repository>/.venvs``) with this package installed editable with its test extras and exactly
 that pyspark, the way ``make install`` makes the default one (its ``install_package`` recipe):
-the Spark provider pulls ``pyspark-client``, whose files overwrite pyspark's, so pyspark is
-reinstalled over it afterwards, with the py4j its jars were built against. pip's download and
+the Spark provider pulls ``pyspark-client``, whose files overwrite pyspark's, so it is
+uninstalled and pyspark reinstalled, with the py4j its jars were built against (the steps a user
+who installs another pyspark beside the provider takes too: README). pip's download and
 wheel cache is used as usual (``PIP_CACHE_DIR``), so a second env of the same pyspark downloads
 nothing. A later call finds the env by its stamp and returns at once; a change of
 ``pyproject.toml`` reinstalls the package into it.
 
 What depends on the Spark line in the tests is here too: which pyspark reads cuts through
-Iceberg's runtime and which jars that runtime is (:func:`iceberg_runtime_jars`).
+Iceberg's runtime and which jars that runtime is (:func:`iceberg_runtime_jars`), and what a
+Spark Connect server of a line needs besides pyspark (:func:`connect_server_conf`).
 """
 
 from __future__ import annotations
@@ -67,8 +70,16 @@ def iceberg_runtime_jars(pyspark_version: str) -> str:
     return jars.spark_jars_conf(folder)
 
 
-def spark_env_python(pyspark_version: str, root: Path | None = None) -> Path:
-    """The python of a virtualenv with ``pyspark_version`` and this package, made first when missing.
+def connect_server_conf(pyspark_version: str) -> dict[str, str]:
+    """The settings a Spark Connect server started from pyspark ``pyspark_version`` needs: on 3.5,
+    whose pyspark has no Connect server, its jar (``.jars/spark-connect-3.5``, 3.5.7: the matrix's
+    3.5 line is that release); nothing from 4.0 on."""
+    return {"spark.jars": jars.spark_jars_conf(jars.SPARK_CONNECT_3_5)} if spark_line(pyspark_version) == "3.5" else {}
+
+
+def spark_env_python(pyspark_version: str, root: Path | None = None, airflow_version: str | None = None) -> Path:
+    """The python of a virtualenv with ``pyspark_version`` and this package, made first when missing
+    (with ``airflow_version`` too, when given: ``pyspark-<version>-airflow-<version>``).
 
     Making one takes minutes (pyspark is a 300-450 MB download and wheel build, unless pip's
     cache has it, and the package's dependencies install anew); finding a made one takes
@@ -76,15 +87,17 @@ def spark_env_python(pyspark_version: str, root: Path | None = None) -> Path:
 
     Args:
         pyspark_version: an exact pyspark release, e.g. ``"4.1.4"``.
+        airflow_version: an exact Airflow release (default: the newest pip finds for the package).
         root: where the envs are kept (default :func:`spark_envs_dir`).
 
     Raises:
         RuntimeError: a step failed (the message ends with its output), or the env's
             ``spark-submit`` is not of ``pyspark_version``.
     """
-    env = (root or spark_envs_dir()) / f"pyspark-{pyspark_version}"
+    name = f"pyspark-{pyspark_version}" + (f"-airflow-{airflow_version}" if airflow_version else "")
+    env = (root or spark_envs_dir()) / name
     python = env / "bin" / "python"
-    wanted = _wanted_stamp(pyspark_version)
+    wanted = _wanted_stamp(pyspark_version, airflow_version)
     env.parent.mkdir(parents=True, exist_ok=True)
     with (env.parent / f"{env.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -92,21 +105,24 @@ def spark_env_python(pyspark_version: str, root: Path | None = None) -> Path:
             return python
         started = time.perf_counter()
         logger.info("making a virtualenv with pyspark %s in %s (minutes on a cold pip cache)", pyspark_version, env)
-        _install(env, pyspark_version)
+        _install(env, pyspark_version, airflow_version)
         (env / STAMP).write_text(json.dumps(wanted))
         logger.info("virtualenv with pyspark %s made in %.0f s", pyspark_version, time.perf_counter() - started)
     return python
 
 
-def _install(env: Path, pyspark_version: str) -> None:
-    """The steps of the Makefile's ``install_package`` recipe, with ``pyspark_version``."""
+def _install(env: Path, pyspark_version: str, airflow_version: str | None) -> None:
+    """The steps of the Makefile's ``install_package`` recipe, with ``pyspark_version`` (and ``airflow_version``)."""
     python, pip = env / "bin" / "python", [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
     if not python.exists():
         _run([sys.executable, "-m", "venv", str(env)])
     _run([*pip, "--upgrade", "pip"])
     # The test extras; not spark-submit's, which pins the default pyspark.
-    _run([*pip, "-e", f"{REPOSITORY}[test]", f"pyspark=={pyspark_version}", *_client_pin(pyspark_version)])
-    # pyspark-client (pulled by the spark provider) overwrites pyspark's files: put pyspark back.
+    _run([*pip, "-e", f"{REPOSITORY}[test]", f"pyspark=={pyspark_version}", *_airflow_pins(airflow_version)])
+    # pyspark-client (pulled by the spark provider) overwrites pyspark's files and, of another
+    # line, leaves modules pyspark lacks (4.x's ``pyspark/sql/functions/`` shadows 3.5's
+    # ``functions.py``): remove it with its files, then put pyspark's back.
+    _run([str(python), "-m", "pip", "uninstall", "-q", "-y", "pyspark-client"])
     _run([*pip, "--force-reinstall", "--no-deps", f"pyspark=={pyspark_version}"])
     _run([*pip, "--no-deps", f"py4j=={_bundled_py4j(python)}"])
     version = subprocess.run([str(env / "bin" / "spark-submit"), "--version"], capture_output=True, text=True,
@@ -115,11 +131,12 @@ def _install(env: Path, pyspark_version: str) -> None:
         raise RuntimeError(f"spark-submit is broken in {env}: {(version.stdout + version.stderr)[-2000:]}")
 
 
-def _client_pin(pyspark_version: str) -> list[str]:
-    """A ``pyspark-client`` of the same Spark line, where it has releases (from 4.0 on): the files
-    it leaves beside pyspark's are then of that line too."""
-    major, minor = (int(part) for part in spark_line(pyspark_version).split("."))
-    return [f"pyspark-client>={major}.{minor},<{major}.{minor + 1}"] if major >= 4 else []
+def _airflow_pins(airflow_version: str | None) -> list[str]:
+    """``apache-airflow==<version>``, with the pins that release needs today: Airflow 3.1's
+    logging imports ``structlog.dev.Styles``, which structlog 25.5 removed (README)."""
+    if airflow_version is None:
+        return []
+    return [f"apache-airflow=={airflow_version}", *(["structlog<25.5"] if airflow_version.startswith("3.1.") else [])]
 
 
 def _bundled_py4j(python: Path) -> str:
@@ -134,10 +151,11 @@ def _bundled_py4j(python: Path) -> str:
     return found[0].removeprefix("py4j-").removesuffix(".jar")
 
 
-def _wanted_stamp(pyspark_version: str) -> dict[str, str]:
-    """What a finished env records: its pyspark, its Python, and the ``pyproject.toml`` it installed."""
+def _wanted_stamp(pyspark_version: str, airflow_version: str | None = None) -> dict[str, str]:
+    """What a finished env records: its pyspark and Airflow, its Python, and the ``pyproject.toml`` it installed."""
     pyproject = hashlib.sha256((REPOSITORY / "pyproject.toml").read_bytes()).hexdigest()
-    return {"pyspark": pyspark_version, "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    return {"pyspark": pyspark_version, "airflow": airflow_version or "newest",
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
             "pyproject": pyproject}
 
 
