@@ -2,12 +2,14 @@
 
 Airflow 3.1 keeps the exceptions a task raises in ``airflow.exceptions`` and its metrics in
 ``airflow.stats.Stats``; later releases (3.3.2 tested) have them in the Task SDK,
-``airflow.sdk.exceptions`` and ``airflow.sdk.observability.stats``. The operators and the metrics
-take them from here, found where the running Airflow has them (the SDK's first).
+``airflow.sdk.exceptions`` and ``airflow.sdk.observability.stats``. A task's inlet events are a
+query (newest first, limited) from 3.2 on, a list of every event in 3.1. The operators and the
+metrics take these from here, found where the running Airflow has them (the SDK's first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -21,7 +23,7 @@ except ImportError:  # Airflow 3.1
 
 __all__ = [
     "AirflowFailException", "AirflowNotFoundException", "TaskDeferred", "dag_bag", "decode_trigger_kwargs", "gauge",
-    "listener_managers", "providers_manager", "reload_metrics_backend", "serialized_round_trip",
+    "listener_managers", "providers_manager", "recent_inlet_events", "reload_metrics_backend", "serialized_round_trip",
 ]
 
 
@@ -35,6 +37,14 @@ def gauge(stat: str, value: float, tags: dict[str, Any]) -> None:
 
         send = Stats.gauge
     send(stat, value, tags=tags)
+
+
+def recent_inlet_events(context: Mapping[str, Any], asset: Any, limit: int) -> list[Any]:
+    """The task's newest ``limit`` events of inlet ``asset`` (Airflow 3.1: all of them)."""
+    events = context["inlet_events"][asset]
+    if hasattr(events, "ascending"):
+        return list(events.ascending(False).limit(limit))
+    return list(events)  # Airflow 3.1: a list of every event
 
 
 # For the tests and tools that reach into Airflow itself (the DAG bag, the providers manager, the

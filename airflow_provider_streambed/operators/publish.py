@@ -10,6 +10,7 @@ from airflow.sdk import AssetAlias, Context, TriggerRule
 from pyiceberg.catalog import Catalog
 
 from airflow_provider_streambed.assets import member_assets
+from airflow_provider_streambed.compat.airflow import recent_inlet_events
 from airflow_provider_streambed.ledger import CutRecord, Ledger
 from airflow_provider_streambed.ledger.runs import UnchangedRun
 from airflow_provider_streambed.operators.base import StreambedBaseOperator
@@ -89,7 +90,7 @@ class PublishCutOperator(StreambedBaseOperator):
 
     def emit_asset_events(self, context: Context, cut_id: int, watermark: str) -> None:
         """One event per member table for this cut, unless an earlier try already emitted them."""
-        recent = context["inlet_events"][self.member_assets[0]].ascending(False).limit(20)
+        recent = recent_inlet_events(context, self.member_assets[0], limit=20)
         if any((event.extra or {}).get("cut_id") == cut_id for event in recent):
             logger.info("group=%s cut=%d: Asset events were emitted before; not again", self.group.name, cut_id)
             return

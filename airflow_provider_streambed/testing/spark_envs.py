@@ -118,7 +118,8 @@ def _install(env: Path, pyspark_version: str, airflow_version: str | None) -> No
         _run([sys.executable, "-m", "venv", str(env)])
     _run([*pip, "--upgrade", "pip"])
     # The test extras; not spark-submit's, which pins the default pyspark.
-    _run([*pip, "-e", f"{REPOSITORY}[test]", f"pyspark=={pyspark_version}", *_airflow_pins(airflow_version)])
+    airflow = [f"apache-airflow=={airflow_version}"] if airflow_version else []
+    _run([*pip, "-e", f"{REPOSITORY}[test]", f"pyspark=={pyspark_version}", *airflow])
     # pyspark-client (pulled by the spark provider) overwrites pyspark's files and, of another
     # line, leaves modules pyspark lacks (4.x's ``pyspark/sql/functions/`` shadows 3.5's
     # ``functions.py``): remove it with its files, then put pyspark's back.
@@ -129,14 +130,6 @@ def _install(env: Path, pyspark_version: str, airflow_version: str | None) -> No
                              check=False, env={**os.environ, "PYSPARK_PYTHON": str(python)})
     if f"version {pyspark_version}" not in version.stdout + version.stderr:
         raise RuntimeError(f"spark-submit is broken in {env}: {(version.stdout + version.stderr)[-2000:]}")
-
-
-def _airflow_pins(airflow_version: str | None) -> list[str]:
-    """``apache-airflow==<version>``, with the pins that release needs today: Airflow 3.1's
-    logging imports ``structlog.dev.Styles``, which structlog 25.5 removed (README)."""
-    if airflow_version is None:
-        return []
-    return [f"apache-airflow=={airflow_version}", *(["structlog<25.5"] if airflow_version.startswith("3.1.") else [])]
 
 
 def _bundled_py4j(python: Path) -> str:
