@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from airflow_provider_streambed.compat.spark import SparkLine
 from airflow_provider_streambed.lsn import Lsn
 from airflow_provider_streambed.member_declarations import Mirror
 from airflow_provider_streambed.read.spark_snapshot import ROW_POS, SnapshotScan
@@ -141,7 +142,7 @@ def refresh(
     (in-process when it can be), or (not ``in_process``) Spark's."""
     start = time.perf_counter()
     source = MirrorInput("bench", MIRROR, capture, previous, capture.key_columns, Lsn(lsn - 1), rewrite)
-    output = merge(spark, source) if in_process else merge_mirror(spark, source)
+    output = merge(spark, SparkLine.of(spark), source) if in_process else merge_mirror(spark, source)
     manifest = stage_member_output(
         output.rows, root.as_uri(), "facts", Lsn(lsn), capture.key_columns, incremental=output.incremental,
         deletes=output.deletes, reason=output.reason,
