@@ -31,8 +31,9 @@ from airflow_provider_streambed.exceptions import FinalRefreshError
 SUPPORTED = ((3, 5), (4, 3))
 #: The first line that reads and writes Parquet ``TIME`` (PostgreSQL ``time``).
 TIME_TYPE_SINCE = (4, 1)
-#: The first line with ``DataFrame.toArrow`` and ``createDataFrame`` of an Arrow table.
-ARROW_TABLES_SINCE = (4, 0)
+#: Whether this pyspark (the client: the conversion is its own) has ``DataFrame.toArrow`` and
+#: ``createDataFrame`` of an Arrow table, both 4.0's.
+ARROW_TABLES = hasattr(DataFrame, "toArrow")
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def is_dataframe(value: object) -> bool:
 
 def to_arrow(frame: DataFrame) -> pa.Table:
     """``frame``'s rows as an Arrow table (collected: for small results)."""
-    if hasattr(type(frame), "toArrow"):  # Spark 4.0 on, classic and Connect
+    if ARROW_TABLES:
         return frame.toArrow()
     rows = [row.asDict(recursive=True) for row in frame.collect()]
     return pa.Table.from_pylist(rows, schema=to_arrow_schema(frame.schema))
@@ -126,7 +127,7 @@ def to_arrow(frame: DataFrame) -> pa.Table:
 
 def arrow_frame(spark: SparkSession, table: pa.Table) -> DataFrame:
     """A DataFrame of ``table``'s rows, with the Spark types of its Arrow types."""
-    if SparkLine.of(spark).release >= ARROW_TABLES_SINCE:
+    if ARROW_TABLES:
         return spark.createDataFrame(table)
     return spark.createDataFrame(table.to_pylist(), schema=from_arrow_schema(table.schema))
 
