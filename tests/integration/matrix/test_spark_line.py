@@ -12,12 +12,14 @@ checks that a ``time`` column there fails final, naming member, column, Spark ve
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 import pyspark
 import pytest
 
@@ -195,3 +197,30 @@ def test_a_time_column_fails_final_where_spark_has_no_time_type(
                 assert named in message, f"{named!r} not in: {message}"
     assert [cut.cut_id for cut in CutReader(properties, mirror_only).list()] == [1]
     assert CutReader(properties, derived).list() == []
+
+
+def test_small_results_go_to_and_from_arrow_unchanged_on_this_spark() -> None:
+    """:func:`~airflow_provider_streambed.compat.spark.arrow_frame` and ``to_arrow`` (Python rows
+    before 4.0) keep values, nulls and types: the derived members' collected outputs and removed rows."""
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_streambed.compat.spark import arrow_frame, to_arrow
+
+    table = pa.table({
+        "id": pa.array([1, None, 3], pa.int64()),
+        "amount": pa.array([Decimal("1.25"), None, Decimal("-0.01")], pa.decimal128(12, 2)),
+        "on_date": pa.array([dt.date(2026, 1, 1), dt.date(1, 1, 1), None], pa.date32()),
+        "taken": pa.array([dt.datetime(2026, 1, 1, 0, 0, 0, 123456), None, dt.datetime(9999, 12, 31)],
+                          pa.timestamp("us", tz="UTC")),
+        "note": pa.array(["a", None, ""], pa.string()),
+    })
+    spark = SparkSession.builder.master("local[1]").config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    try:
+        frame = arrow_frame(spark, table)
+        assert frame.count() == 3
+        back = to_arrow(frame.orderBy("note"))
+    finally:
+        spark.stop()
+    assert back.schema.names == table.schema.names
+    assert sorted(back.to_pylist(), key=lambda row: str(row["note"])) == \
+        sorted(table.to_pylist(), key=lambda row: str(row["note"]))
